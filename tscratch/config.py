@@ -1,0 +1,114 @@
+"""Architecture configuration of the encoder: one frozen, validated dataclass.
+
+Every switch of the model lives here and nowhere else, so a config printed by the CLI, a YAML
+file and a checkpoint's hyperparameters all describe the same network. Sizes that come from the
+data (`vocab_size`, `pad_id`) are filled in by the data module, never typed by users.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+Position = Literal["sinusoidal", "learned", "rope", "alibi", "t5", "none"]
+FFN = Literal["relu", "gelu", "swiglu", "geglu"]
+Norm = Literal["layernorm", "rmsnorm"]
+AttentionImpl = Literal["sdpa", "explicit"]
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Shape and switches of a Transformer encoder (and of its decoder block)."""
+
+    vocab_size: int
+    """Number of token ids; taken from the tokenizer."""
+    d_model: int = 256
+    """Width of the residual stream."""
+    num_heads: int = 8
+    """Attention heads; d_head = d_model // num_heads."""
+    d_ff: int = 1024
+    """Hidden width of the feed-forward network (of each branch for swiglu/geglu)."""
+    num_layers: int = 6
+    """Number of encoder blocks."""
+    max_len: int = 512
+    """Longest sequence the position table covers (sinusoidal, learned)."""
+    dropout: float = 0.1
+    """Dropout on embeddings, residual branches and the feed-forward hidden layer."""
+    attention_dropout: float = 0.0
+    """Dropout on attention weights (none in the article; nonzero slows SDPA on CPU)."""
+    norm_first: bool = False
+    """False: Post-LN (the article, BERT). True: Pre-LN (Xiong et al. 2020) with a final norm."""
+    norm: Norm = "layernorm"
+    """Normalization layer: layernorm or rmsnorm."""
+    norm_eps: float = 1e-5
+    """Epsilon of every norm (BERT uses 1e-12)."""
+    position: Position = "sinusoidal"
+    """Position scheme: sinusoidal, learned, rope, alibi, t5 or none."""
+    ffn: FFN = "relu"
+    """Feed-forward variant: relu, gelu (exact erf), swiglu or geglu."""
+    pad_id: int = 0
+    """Id of the padding token; taken from the tokenizer."""
+    bias: bool = True
+    """Biases on projections and norms."""
+    scale_embeddings: bool = True
+    """Multiply token embeddings by sqrt(d_model) (the article); BERT does not."""
+    embedding_norm: bool = False
+    """Normalize the summed embeddings before the first block (BERT)."""
+    type_vocab_size: int = 0
+    """Token-type (segment) embeddings, as in BERT; 0 disables them."""
+    attention_impl: AttentionImpl = "sdpa"
+    """sdpa: fused kernels unless weights are requested; explicit: always the readable path."""
+    rope_base: float = 10000.0
+    """Base of the rotary frequencies."""
+    t5_num_buckets: int = 32
+    """Relative-position buckets of the T5 bias."""
+    t5_max_distance: int = 128
+    """Distance beyond which the T5 bias uses one bucket."""
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.num_heads
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} ({value!r}) must be a positive integer")
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
+            )
+        if self.position == "rope" and self.d_head % 2:
+            raise ValueError(
+                f"position 'rope' needs an even head size, got d_model ({self.d_model}) / "
+                f"num_heads ({self.num_heads}) = {self.d_head}"
+            )
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} ({value}) must be in [0, 1)")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id ({self.pad_id}) must be in [0, vocab_size={self.vocab_size})")
+        if self.norm_eps <= 0:
+            raise ValueError(f"norm_eps ({self.norm_eps}) must be positive")
+        if self.type_vocab_size < 0:
+            raise ValueError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
+        if self.t5_num_buckets < 2 or self.t5_max_distance < 1:
+            raise ValueError(
+                f"t5_num_buckets ({self.t5_num_buckets}) must be >= 2 and t5_max_distance "
+                f"({self.t5_max_distance}) >= 1"
+            )
+        choices = {"position": Position, "ffn": FFN, "norm": Norm, "attention_impl": AttentionImpl}
+        for name, literal in choices.items():
+            allowed = get_args(literal)
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} ({getattr(self, name)!r}) must be one of {allowed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (safe for `weights_only` checkpoints and YAML)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> EncoderConfig:
+        """A copy with some fields changed, validated again."""
+        return dataclasses.replace(self, **changes)

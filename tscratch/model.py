@@ -1,0 +1,180 @@
+"""The assemblies: `TransformerEncoder` and `TransformerClassifier`, built from an EncoderConfig.
+
+Encoder (Vaswani et al. 2017, figure 1, left half): token embedding (times sqrt(D) in the
+article), plus absolute positions when the scheme has them, plus optional token types, an
+optional embedding norm (BERT), dropout, N blocks, and a final norm for Pre-LN.
+
+Initialization (tested): Xavier-uniform for every projection, zero biases, ones/zeros for norms;
+token embeddings N(0, D^-1/2) when scaled by sqrt(D) (so scaled embeddings have unit variance,
+like the sinusoids they are added to) and N(0, 0.02) otherwise; learned positions, token types
+and T5 biases N(0, 0.02); the classifier's output layer N(0, 0.02).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from tscratch.config import EncoderConfig
+from tscratch.nn.attention import merge_mask_and_bias
+from tscratch.nn.blocks import EncoderBlock
+from tscratch.nn.heads import ClassificationHead, Pooling
+from tscratch.nn.masks import attention_keep_mask
+from tscratch.nn.norms import make_norm
+from tscratch.nn.positions import (
+    ALiBiBias,
+    LearnedPositions,
+    RotaryEmbedding,
+    SinusoidalPositions,
+    T5RelativeBias,
+)
+
+
+class EncoderOutput(NamedTuple):
+    last_hidden_state: Tensor
+    """(B, T, D) output of the last block (after the final norm for Pre-LN)."""
+    attentions: tuple[Tensor, ...] | None = None
+    """One (B, H, T, T) weight tensor per layer when asked for, else None."""
+
+
+class ClassifierOutput(NamedTuple):
+    logits: Tensor
+    """(B, C) unnormalized class scores."""
+    attentions: tuple[Tensor, ...] | None = None
+    """As in `EncoderOutput`."""
+
+
+def _make_positions(config: EncoderConfig) -> nn.Module | None:
+    kind = config.position
+    if kind == "sinusoidal":
+        return SinusoidalPositions(config.max_len, config.d_model)
+    if kind == "learned":
+        return LearnedPositions(config.max_len, config.d_model)
+    if kind == "rope":
+        return RotaryEmbedding(config.d_head, config.rope_base)
+    if kind == "alibi":
+        return ALiBiBias(config.num_heads)
+    if kind == "t5":
+        return T5RelativeBias(config.num_heads, config.t5_num_buckets, config.t5_max_distance)
+    return None
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of encoder blocks over token embeddings. See `EncoderConfig` for the switches."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        D = config.d_model
+        self.tok_emb = nn.Embedding(config.vocab_size, D)
+        self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
+        self.positions = _make_positions(config)
+        self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
+        if not config.embedding_norm:
+            self.emb_norm = nn.Identity()
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(EncoderBlock(config) for _ in range(config.num_layers))
+        self.final_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
+        if not config.norm_first:
+            self.final_norm = nn.Identity()
+        std = D**-0.5 if config.scale_embeddings else 0.02
+        nn.init.normal_(self.tok_emb.weight, std=std)
+        if self.type_emb is not None:
+            nn.init.normal_(self.type_emb.weight, std=0.02)
+
+    def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """Token (+ position + type) embeddings, norm and dropout. (B, T) -> (B, T, D)."""
+        x = self.tok_emb(input_ids)  # (B, T, D)
+        if self.config.scale_embeddings:
+            x = x * math.sqrt(self.config.d_model)
+        if self.config.position in ("sinusoidal", "learned"):
+            x = x + self.positions(input_ids.shape[1])  # (T, D) broadcast over B
+        if self.type_emb is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(input_ids)
+            x = x + self.type_emb(token_type_ids)
+        return self.dropout(self.emb_norm(x))
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        token_type_ids: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> EncoderOutput:
+        """Encode token ids.
+
+        Args:
+            input_ids: (B, T) token ids.
+            attention_mask: (B, T) True/1 = real token, False/0 = padding; None attends to every
+                position (build one with `tscratch.nn.padding_mask` for padded batches).
+            token_type_ids: (B, T) segment ids when `type_vocab_size` > 0 (default all 0).
+            causal: forbid each position from attending to later ones.
+            need_weights: also return each layer's (B, H, T, T) attention weights.
+        """
+        T = input_ids.shape[1]
+        x = self.embed(input_ids, token_type_ids)  # (B, T, D)
+        mask = attention_keep_mask(attention_mask, causal=causal, query_length=T, device=x.device)
+        bias, rope = None, None
+        if self.config.position in ("alibi", "t5"):
+            # Merged with the mask once here, in the dtype attention will run in.
+            bias = merge_mask_and_bias(mask, self.positions(T, T), _compute_dtype(x))
+        elif self.config.position == "rope":
+            rope = self.positions(T)
+        attentions = []
+        for layer in self.layers:
+            x, weights = layer(x, mask, bias, rope, need_weights)
+            attentions.append(weights)
+        x = self.final_norm(x)
+        return EncoderOutput(x, tuple(attentions) if need_weights else None)
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return x.dtype
+
+
+class TransformerClassifier(nn.Module):
+    """Encoder + pooling + dropout + linear head.
+
+    Args:
+        config: the encoder's architecture.
+        num_classes: number of labels C.
+        pooling: "cls" (first position, the [CLS] token) or "mean" (mask-aware mean).
+        classifier_dropout: dropout before the head; defaults to `config.dropout`.
+    """
+
+    def __init__(
+        self,
+        config: EncoderConfig,
+        num_classes: int,
+        pooling: Pooling = "cls",
+        classifier_dropout: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = TransformerEncoder(config)
+        dropout = config.dropout if classifier_dropout is None else classifier_dropout
+        self.head = ClassificationHead(config.d_model, num_classes, dropout, pooling)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        token_type_ids: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> ClassifierOutput:
+        """(B, T) ids and mask -> `ClassifierOutput` with (B, C) logits."""
+        out = self.encoder(
+            input_ids, attention_mask, token_type_ids=token_type_ids, need_weights=need_weights
+        )
+        logits = self.head(out.last_hidden_state, attention_mask)  # (B, C)
+        return ClassifierOutput(logits, out.attentions)

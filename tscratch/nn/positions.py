@@ -1,0 +1,165 @@
+"""Position schemes: how the encoder learns where a token sits.
+
+- sinusoidal: fixed sin/cos table added to embeddings (Vaswani et al. 2017, section 3.5);
+- learned: a trained table added to embeddings (BERT, Devlin et al. 2019);
+- rope: rotary embeddings rotating queries and keys (Su et al. 2021), rotate-half layout;
+- alibi: per-head linear distance penalty on attention scores (Press et al. 2022), made
+  symmetric, -slope * |i - j|, for a bidirectional encoder;
+- t5: learned per-head bias of bucketed relative distance (Raffel et al. 2020).
+
+Absolute schemes return a (T, D) tensor to add to the embeddings; rope returns a (cos, sin)
+pair used inside attention; alibi and t5 return a (1, H, T, S) score bias. All are computed once
+per forward and shared by every layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def _check_length(length: int, max_len: int, kind: str) -> None:
+    if length > max_len:
+        raise ValueError(
+            f"sequence length ({length}) exceeds max_len ({max_len}) of the {kind} position "
+            f"table; raise max_len or truncate the input"
+        )
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)). Returns (L, D)."""
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
+    angle = position / torch.pow(10000.0, two_i / d_model)  # (L, ceil(D/2))
+    table = torch.empty(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """The article's fixed table, kept as a non-persistent buffer (recomputed, not saved)."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, length: int) -> Tensor:
+        _check_length(length, self.max_len, "sinusoidal")
+        return self.table[:length]  # (T, D)
+
+
+class LearnedPositions(nn.Module):
+    """A trained (max_len, D) table, as in BERT."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(torch.empty(max_len, d_model))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, length: int) -> Tensor:
+        _check_length(length, self.max_len, "learned")
+        return self.weight[:length]  # (T, D)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding: rotates each (x_j, x_{j+Dh/2}) pair by angle p * base^(-2j/Dh).
+
+    The dot product of a rotated query at position m and a rotated key at position n then depends
+    only on m - n. No length limit: angles are computed for the length at hand.
+    """
+
+    def __init__(self, d_head: int, base: float = 10000.0) -> None:
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, length: int, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+        """Returns (cos, sin), each (T, Dh), in `dtype` (default fp32)."""
+        position = torch.arange(length, device=self.inv_freq.device, dtype=torch.float32)
+        angle = torch.outer(position, self.inv_freq)  # (T, Dh/2)
+        angle = torch.cat([angle, angle], dim=-1)  # (T, Dh)
+        dtype = dtype or torch.float32
+        return angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate x (..., T, Dh) by the angles in cos/sin (T, Dh), rotate-half layout."""
+    first, second = x.chunk(2, dim=-1)
+    rotated = torch.cat([-second, first], dim=-1)
+    return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """ALiBi head slopes: the geometric sequence 2^(-8/n), 2^(-16/n), ... for n heads.
+
+    For n not a power of two, Press et al. take the slopes of the nearest lower power of two and
+    fill the rest with every other slope of twice that power. Returns (H,).
+    """
+
+    def geometric(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    power = 2 ** math.floor(math.log2(num_heads))
+    slopes = geometric(power)
+    if power < num_heads:
+        slopes += geometric(2 * power)[0::2][: num_heads - power]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBiBias(nn.Module):
+    """Symmetric ALiBi: bias[h, i, j] = -slope_h * |i - j| (no learned parameters)."""
+
+    def __init__(self, num_heads: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+
+    def forward(self, query_length: int, key_length: int) -> Tensor:
+        device = self.slopes.device
+        i = torch.arange(query_length, device=device)[:, None]
+        j = torch.arange(key_length, device=device)[None, :]
+        distance = (j - i).abs().float()  # (T, S)
+        return (-self.slopes[:, None, None] * distance).unsqueeze(0)  # (1, H, T, S)
+
+
+def t5_relative_buckets(
+    relative_position: Tensor, *, num_buckets: int = 32, max_distance: int = 128
+) -> Tensor:
+    """Bidirectional T5 buckets of `relative_position` = key position - query position.
+
+    Half the buckets hold keys after the query, half keys before. Within a half, the first half
+    of the buckets are exact distances 0, 1, ...; the rest grow logarithmically up to
+    `max_distance`, beyond which every distance shares the last bucket.
+    """
+    half = num_buckets // 2
+    bucket = (relative_position > 0).long() * half
+    distance = relative_position.abs()
+    exact = half // 2
+    log_ratio = torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+    far = exact + (log_ratio * (half - exact)).long()
+    far = far.clamp(max=half - 1)
+    return bucket + torch.where(distance < exact, distance, far)
+
+
+class T5RelativeBias(nn.Module):
+    """Learned per-head bias over bucketed relative distances, shared by all layers."""
+
+    def __init__(self, num_heads: int, num_buckets: int = 32, max_distance: int = 128) -> None:
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.embedding = nn.Embedding(num_buckets, num_heads)
+        nn.init.normal_(self.embedding.weight, std=0.02)
+
+    def forward(self, query_length: int, key_length: int) -> Tensor:
+        device = self.embedding.weight.device
+        i = torch.arange(query_length, device=device)[:, None]
+        j = torch.arange(key_length, device=device)[None, :]
+        buckets = t5_relative_buckets(
+            j - i, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )  # (T, S)
+        return self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
