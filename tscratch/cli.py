@@ -1,0 +1,204 @@
+"""The command line: `python scripts/fit.py [--config FILE] [--model.* --data.* --trainer.*]`.
+
+A `LightningCLI` that trains, then evaluates the best checkpoint on the test split and prints a
+short summary. What it adds to Lightning's defaults, and why:
+
+- sizes from the data (`vocab_size`, `num_classes`, `pad_id`, label names) are linked into the
+  model, never typed by hand;
+- precision is chosen explicitly and logged: `16-mixed` on CUDA, `bf16-mixed` on a CPU with
+  native bf16 matrix instructions, `32-true` otherwise; `--trainer.precision` always wins;
+- two checkpoints per run under `lightning_logs/version_N/checkpoints/`: `best-*.ckpt` by
+  `val/acc`, and `last.ckpt`, rewritten at every save point whatever the metric (Lightning's own
+  `save_last` goes stale when the metric stops improving);
+- `--ckpt_path last` finds the newest `last.ckpt` of any run under `default_root_dir` and keeps
+  logging into that run's folder (Lightning's own `last` only looks in a fresh folder).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from jsonargparse import Namespace
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from tscratch.data import TextClassificationData
+from tscratch.module import TextClassifier
+
+log = logging.getLogger("tscratch")
+RUNS = "lightning_logs"
+
+
+class LatestCheckpoint(ModelCheckpoint):
+    """Keeps `last.ckpt` current: rewritten at every validation and every N training steps.
+
+    Args:
+        every_n_train_steps: also save every N optimizer steps (None: only at validation), so an
+            interrupted run loses at most N steps.
+    """
+
+    def __init__(self, every_n_train_steps: int | None = None) -> None:
+        super().__init__(
+            monitor=None,
+            save_top_k=0,
+            save_last=True,
+            every_n_train_steps=every_n_train_steps,
+            enable_version_counter=False,
+        )
+
+    @property
+    def state_key(self) -> str:
+        return "LatestCheckpoint"
+
+
+def default_precision() -> str:
+    """16-mixed on CUDA, bf16-mixed on CPUs with native bf16 matmul (AVX-512 BF16 or AMX)."""
+    if torch.cuda.is_available():
+        return "16-mixed"
+    cpu = torch.cpu
+    if cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported():
+        return "bf16-mixed"
+    return "32-true"
+
+
+def _num_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["attention_mask"].sum())
+
+
+class TScratchCLI(LightningCLI):
+    """LightningCLI with data-to-model links, a resumable checkpoint layout and test-after-fit."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        for name in ("vocab_size", "num_classes", "pad_id", "label_names"):
+            parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val/acc",
+                "checkpoint.mode": "max",
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+        parser.add_lightning_class_args(LatestCheckpoint, "latest")
+        parser.add_argument(
+            "--ckpt_path",
+            type=str | None,
+            default=None,
+            help="Resume from this checkpoint; 'last' resumes the newest run under "
+            "default_root_dir (starts a new run if there is none).",
+        )
+        parser.add_argument(
+            "--test", type=bool, default=True, help="Evaluate the best checkpoint on test."
+        )
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config
+        root = Path(config.trainer.default_root_dir or ".")
+        config.ckpt_path, version = resolve_ckpt_path(config.ckpt_path, root)
+        if config.trainer.logger in (None, True):
+            config.trainer.logger = Namespace(
+                class_path="lightning.pytorch.loggers.TensorBoardLogger",
+                init_args=Namespace(
+                    save_dir=str(root), name=RUNS, version=version, default_hp_metric=False
+                ),
+            )
+        if config.trainer.precision is None:
+            config.trainer.precision = default_precision()
+            log.info(
+                "precision: %s (chosen for this machine; override with --trainer.precision)",
+                config.trainer.precision,
+            )
+
+
+def resolve_ckpt_path(ckpt_path: str | None, root: Path) -> tuple[str | None, int | None]:
+    """Turn `--ckpt_path` into a file and the run version to keep logging into."""
+    if ckpt_path is None:
+        return None, None
+    if ckpt_path == "last":
+        found = sorted(root.glob(f"{RUNS}/version_*/checkpoints/last.ckpt"), key=_mtime)
+        if not found:
+            log.info("no checkpoint under %s yet: starting a new run", root / RUNS)
+            return None, None
+        path = found[-1]
+    else:
+        path = Path(ckpt_path)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'"
+            )
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    log.info(
+        "resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"]
+    )
+    run = path.parent.parent
+    version = None
+    if run.parent.name == RUNS and run.name.startswith("version_"):
+        version = int(run.name.removeprefix("version_"))
+    return str(path), version
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime
+
+
+def trainer_defaults() -> dict[str, Any]:
+    return {
+        "max_epochs": 10,
+        "gradient_clip_val": 1.0,
+        "log_every_n_steps": 10,
+        "use_distributed_sampler": False,  # the data module shards its own length buckets
+        "callbacks": [
+            LearningRateMonitor(logging_interval="step"),
+            # "lengths" are real (non-pad) tokens: train/lengths_per_sec is tokens/s.
+            ThroughputMonitor(
+                batch_size_fn=lambda b: len(b["labels"]), length_fn=_num_tokens, window_size=20
+            ),
+        ],
+    }
+
+
+def main(args: list[str] | None = None) -> int:
+    """Train, test the best checkpoint and print a summary. Returns the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
+    try:
+        cli = TScratchCLI(
+            TextClassifier,
+            TextClassificationData,
+            args=args,
+            run=False,
+            trainer_defaults=trainer_defaults(),
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"default_config_files": []},
+        )
+        config, trainer = cli.config, cli.trainer
+        trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
+        if config.test and not trainer.interrupted:
+            best = trainer.checkpoint_callback.best_model_path or None
+            trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best)
+            _summary(trainer, best)
+    except (ValueError, FileNotFoundError, FloatingPointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _summary(trainer, best: str | None) -> None:
+    metrics = trainer.callback_metrics
+    acc, f1 = metrics.get("test/acc"), metrics.get("test/f1")
+    log_dir = Path(trainer.log_dir or ".")
+    log.info(
+        "\ntest accuracy %.4f, macro-F1 %.4f\nbest checkpoint: %s\nlast checkpoint: %s\n"
+        "see the run: tensorboard --logdir %s",
+        float(acc) if acc is not None else float("nan"),
+        float(f1) if f1 is not None else float("nan"),
+        best,
+        log_dir / "checkpoints" / "last.ckpt",
+        log_dir.parent,
+    )

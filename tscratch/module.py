@@ -1,0 +1,269 @@
+"""The LightningModule: a `TransformerClassifier` plus loss, metrics, optimizer, schedule, logging.
+
+Architecture switches arrive as flat arguments (so `--model.d_model 128` works and checkpoints
+hold plain values only); `vocab_size`, `num_classes`, `pad_id` and `label_names` come from the
+data module through the CLI. The tokenizer travels inside the checkpoint as a JSON string, so a
+checkpoint alone is enough to predict.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import MetricCollection
+from torchmetrics.classification import (
+    MulticlassAccuracy,
+    MulticlassConfusionMatrix,
+    MulticlassF1Score,
+)
+
+from tscratch.config import FFN, AttentionImpl, EncoderConfig, Norm, Position
+from tscratch.model import TransformerClassifier
+from tscratch.optim import parameter_groups, resolve_warmup, warmup_cosine
+from tscratch.tensorboard import log_validation_pictures
+
+_CONFIG_FIELDS = [f for f in EncoderConfig.__dataclass_fields__ if f != "vocab_size"]
+
+
+class TextClassifier(L.LightningModule):
+    """Train the hand-written Transformer encoder as a text classifier.
+
+    Args:
+        vocab_size: tokenizer vocabulary size (linked from the data; do not set).
+        num_classes: number of labels (linked from the data; do not set).
+        pad_id: padding token id (linked from the data; do not set).
+        label_names: label names, index = class id (linked from the data; do not set).
+        d_model: width of the residual stream.
+        num_heads: attention heads (d_model must be divisible by it).
+        d_ff: hidden width of the feed-forward network.
+        num_layers: number of encoder blocks.
+        max_len: longest sequence the position table covers.
+        dropout: dropout on embeddings, residuals, feed-forward hidden layer and the head.
+        attention_dropout: dropout on attention weights (slows the fused kernel on CPU).
+        norm_first: Pre-LN (true) or Post-LN (false, the article's).
+        norm: layernorm or rmsnorm.
+        norm_eps: epsilon of every norm.
+        position: sinusoidal, learned, rope, alibi, t5 or none.
+        ffn: relu, gelu, swiglu or geglu.
+        bias: biases on projections and norms.
+        scale_embeddings: multiply token embeddings by sqrt(d_model).
+        embedding_norm: normalize the summed embeddings (BERT).
+        attention_impl: sdpa (fused kernels) or explicit (readable matmul-softmax-matmul).
+        pooling: cls (first token) or mean (mask-aware mean).
+        lr: peak learning rate of AdamW.
+        weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
+        betas: AdamW betas.
+        warmup_steps: linear warmup length: an int step count or a float fraction of all steps.
+        min_lr: learning rate at the end of the cosine decay.
+        label_smoothing: label smoothing of the cross-entropy loss.
+        compile: compile the model with torch.compile (slower on small CPUs; see README).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        num_classes: int = 2,
+        pad_id: int = 0,
+        label_names: list[str] | None = None,
+        d_model: int = 256,
+        num_heads: int = 8,
+        d_ff: int = 1024,
+        num_layers: int = 6,
+        max_len: int = 512,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        norm_first: bool = False,
+        norm: Norm = "layernorm",
+        norm_eps: float = 1e-5,
+        position: Position = "sinusoidal",
+        ffn: FFN = "relu",
+        bias: bool = True,
+        scale_embeddings: bool = True,
+        embedding_norm: bool = False,
+        attention_impl: AttentionImpl = "sdpa",
+        pooling: Literal["cls", "mean"] = "cls",
+        lr: float = 1e-4,
+        weight_decay: float = 0.01,
+        betas: tuple[float, float] = (0.9, 0.98),
+        warmup_steps: int | float = 0.1,
+        min_lr: float = 0.0,
+        label_smoothing: float = 0.1,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        hp = self.hparams
+        self.config = EncoderConfig(
+            vocab_size=vocab_size, **{k: hp[k] for k in _CONFIG_FIELDS if k in hp}
+        )
+        if label_names is not None and len(label_names) != num_classes:
+            raise ValueError(
+                f"label_names has {len(label_names)} names but num_classes is {num_classes}"
+            )
+        self.label_names = list(label_names or [str(i) for i in range(num_classes)])
+        self.model = TransformerClassifier(self.config, num_classes, pooling=pooling)
+        if compile:
+            self.model.compile()  # in place: state_dict keys stay those of the plain model
+        metrics = lambda: MetricCollection(  # noqa: E731
+            {
+                "acc": MulticlassAccuracy(num_classes, average="micro"),
+                "f1": MulticlassF1Score(num_classes, average="macro"),
+            }
+        )
+        self.train_metrics = metrics().clone(prefix="train/")
+        self.val_metrics = metrics().clone(prefix="val/")
+        self.test_metrics = metrics().clone(prefix="test/")
+        self.val_confusion = MulticlassConfusionMatrix(num_classes)
+        self.tokenizer_json: str | None = None
+        self.flops_per_batch = 0
+        self._misclassified: list[tuple[str, str, str]] = []
+        self._rng_to_restore: dict | None = None
+        self.heatmap_example: Tensor | None = None
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits (B, C) for token ids (B, T) and mask (B, T), True = real token."""
+        return self.model(input_ids, attention_mask).logits
+
+    def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        return F.cross_entropy(
+            logits.float(), labels, label_smoothing=self.hparams.label_smoothing
+        )
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        B, T = batch["input_ids"].shape
+        self.flops_per_batch = 3 * forward_flops(self.config, B, T)
+        logits = self(batch["input_ids"], batch["attention_mask"])
+        loss = self._loss(logits, batch["labels"])
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
+                f"the data (the last good checkpoint is kept)"
+            )
+        self.train_metrics.update(logits.detach(), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=B)
+        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=B)
+        return loss
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        logits = self(batch["input_ids"], batch["attention_mask"])
+        labels = batch["labels"]
+        self.log("val/loss", self._loss(logits, labels), prog_bar=True, batch_size=len(labels))
+        self.val_metrics.update(logits, labels)
+        self.val_confusion.update(logits, labels)
+        self.log_dict(self.val_metrics, prog_bar=True, batch_size=len(labels))
+        self._collect_misclassified(batch, logits.argmax(-1))
+        if batch_idx == 0 and self.heatmap_example is None:
+            # The eval loader is deterministic, so this is the same example every epoch.
+            self.heatmap_example = batch["input_ids"][0][batch["attention_mask"][0]].cpu()
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        logits = self(batch["input_ids"], batch["attention_mask"])
+        labels = batch["labels"]
+        self.log("test/loss", self._loss(logits, labels), batch_size=len(labels))
+        self.test_metrics.update(logits, labels)
+        self.log_dict(self.test_metrics, batch_size=len(labels))
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        return self(batch["input_ids"], batch["attention_mask"]).float().softmax(-1)
+
+    def _collect_misclassified(self, batch: dict[str, Tensor], predicted: Tensor) -> None:
+        wrong = (predicted != batch["labels"]).nonzero().flatten().tolist()
+        datamodule = getattr(self.trainer, "datamodule", None)
+        tokenizer = getattr(datamodule, "tokenizer", None)
+        for i in wrong[: max(0, 5 - len(self._misclassified))]:
+            ids = batch["input_ids"][i][batch["attention_mask"][i]].tolist()
+            text = tokenizer.decode(ids) if tokenizer is not None else str(ids[:64])
+            true, pred = batch["labels"][i].item(), predicted[i].item()
+            self._misclassified.append((text[:500], self.label_names[true], self.label_names[pred]))
+
+    def on_fit_start(self) -> None:
+        if self.logger is not None:
+            # Registers the final metrics next to the hyperparameters (TensorBoard's HPARAMS tab).
+            metrics = {"val/acc": 0.0, "val/f1": 0.0, "test/acc": 0.0, "test/f1": 0.0}
+            self.logger.log_hyperparams(self.hparams, metrics)
+
+    def on_validation_epoch_start(self) -> None:
+        self._misclassified = []
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            self.val_confusion.reset()
+            return
+        log_validation_pictures(self)
+        self.val_confusion.reset()
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        hp = self.hparams
+        groups = parameter_groups(self.model, hp.weight_decay)
+        fused = self.device.type == "cuda"
+        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), fused=fused)
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = resolve_warmup(hp.warmup_steps, total)
+        factor = warmup_cosine(total, warmup, hp.min_lr / hp.lr if hp.lr else 0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.global_step % max(self.trainer.log_every_n_steps, 1):
+            return
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+
+    # Checkpoints hold plain types only (loadable with weights_only=True): the tokenizer as a
+    # JSON string, and the RNG states that make a resumed run repeat the uninterrupted one.
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
+        if self.tokenizer_json is None and hasattr(datamodule, "tokenizer_json"):
+            self.tokenizer_json = datamodule.tokenizer_json()
+        checkpoint["tokenizer_json"] = self.tokenizer_json
+        checkpoint["label_names"] = list(self.label_names)
+        checkpoint["rng_states"] = _rng_states()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.tokenizer_json = checkpoint.get("tokenizer_json")
+        self._rng_to_restore = checkpoint.get("rng_states")
+
+    def on_train_start(self) -> None:
+        if self._rng_to_restore is not None:
+            _set_rng_states(self._rng_to_restore)
+            self._rng_to_restore = None
+
+
+def forward_flops(config: EncoderConfig, batch_size: int, length: int) -> int:
+    """Matmul FLOPs of one encoder forward pass (2 per multiply-add), bidirectional attention.
+
+    Per layer and token: QKV and output projections 8 D^2, feed-forward 4 D F (6 D F for GLU
+    variants); per layer: scores and weighted sum 4 T^2 D per sequence.
+    """
+    D, F, L = config.d_model, config.d_ff, config.num_layers
+    ff = 6 * D * F if config.ffn in ("swiglu", "geglu") else 4 * D * F
+    per_token = L * (8 * D * D + ff)
+    return batch_size * (length * per_token + L * 4 * length * length * D)
+
+
+def _rng_states() -> dict[str, Any]:
+    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    random.setstate(_as_tuples(states["python"]))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list | tuple) else value

@@ -1,0 +1,60 @@
+"""AdamW parameter groups and the warmup-then-cosine learning-rate schedule.
+
+Weight decay applies to projection matrices only: biases, norm weights and every embedding table
+(tokens, token types, learned positions, T5 buckets) are left undecayed, as in BERT and GPT-2.
+The schedule rises linearly from 0 to the peak over the warmup steps, then follows half a cosine
+down to `min_lr` at the last step (Loshchilov & Hutter 2017, without restarts).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from torch import nn
+
+from tscratch.nn.positions import LearnedPositions
+
+_NO_DECAY_MODULES = (nn.Embedding, nn.LayerNorm, nn.RMSNorm, LearnedPositions)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Split trainable parameters into a decayed group and an undecayed one."""
+    no_decay: set[int] = set()
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            if isinstance(module, _NO_DECAY_MODULES) or param.ndim < 2:
+                no_decay.add(id(param))
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if id(p) not in no_decay], "weight_decay": weight_decay},
+        {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0},
+    ]
+
+
+def resolve_warmup(warmup_steps: int | float, total_steps: int) -> int:
+    """An int is a step count; a float in [0, 1) is a fraction of `total_steps`."""
+    if isinstance(warmup_steps, float):
+        if not 0.0 <= warmup_steps < 1.0:
+            raise ValueError(
+                f"warmup_steps ({warmup_steps}) as a fraction must be in [0, 1); "
+                f"pass an int for a step count"
+            )
+        return int(warmup_steps * total_steps)
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps ({warmup_steps}) must be >= 0")
+    return warmup_steps
+
+
+def warmup_cosine(total_steps: int, warmup: int, min_ratio: float) -> Callable[[int], float]:
+    """Multiplier of the peak learning rate at each optimizer step (for LambdaLR)."""
+    total_steps = max(total_steps, 1)
+    warmup = min(warmup, total_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        progress = min((step - warmup) / max(total_steps - warmup, 1), 1.0)
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
