@@ -1,0 +1,435 @@
+"""Text-classification data: a WordPiece/BPE tokenizer, a padding collate and the DataModule.
+
+The tokenizer is trained with Hugging Face ``tokenizers`` on the training split only (so no
+validation/test text leaks into the vocabulary) and cached on disk under a hash of that text and
+the tokenizer settings. Text is NFKC-normalized and lowercased (accents kept, so scripts whose
+vowel signs are combining marks survive); CJK ideographs become one word each, as in BERT.
+Every sequence starts with ``[CLS]`` (first-token pooling reads it) and is cut at ``max_length``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import torch
+from datasets import Dataset
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers.processors import TemplateProcessing
+from torch.utils.data import DataLoader
+
+from tscratch.sampler import LengthBucketBatchSampler, ResumableDataLoader
+from tscratch.sources import LabeledSplits, column, load_source, prepare_splits
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")  # in id order: [PAD] is 0
+CHARS_PER_TOKEN = 20  # texts are cut at max_length * 20 characters before tokenizing
+PAD_MULTIPLE = 8
+TOKENIZER_RECIPE = "nfkc-lower-bert-pretok-v1"  # bump when the recipe changes: new cache key
+
+
+def char_limit(max_length: int) -> int:
+    """Characters kept per text: far more than ``max_length`` tokens need, but bounded."""
+    return max_length * CHARS_PER_TOKEN
+
+
+def default_cache_dir() -> str:
+    """``$TSCRATCH_CACHE`` if set, else ``~/.cache/tscratch``."""
+    return os.environ.get("TSCRATCH_CACHE") or str(Path("~/.cache/tscratch").expanduser())
+
+
+def train_tokenizer(
+    texts: Iterable[str], model: Literal["wordpiece", "bpe"], vocab_size: int, max_chars: int
+) -> Tokenizer:
+    """Trains a ``[CLS]``-prefixing WordPiece or BPE tokenizer on ``texts``."""
+    if model == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS])
+    elif model == "bpe":
+        tokenizer = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##"))
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS], continuing_subword_prefix="##"
+        )
+    else:
+        raise ValueError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
+    tokenizer.normalizer = normalizers.Sequence(
+        [
+            normalizers.NFKC(),
+            normalizers.BertNormalizer(
+                handle_chinese_chars=True, strip_accents=False, lowercase=True
+            ),
+        ]
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.train_from_iterator((t[:max_chars] for t in texts), trainer=trainer)
+    cls_id = tokenizer.token_to_id("[CLS]")
+    sep_id = tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = TemplateProcessing(
+        single="[CLS] $A",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return tokenizer
+
+
+def load_tokenizer(path: str) -> Tokenizer:
+    """Loads a ``tokenizer.json``; it must define a ``[PAD]`` token."""
+    try:
+        tokenizer = Tokenizer.from_file(str(Path(path).expanduser()))
+    except Exception as err:  # tokenizers raises a bare Exception on a missing or bad file
+        raise ValueError(f"{path!r} is not a readable tokenizer.json ({err})") from err
+    if tokenizer.token_to_id("[PAD]") is None:
+        raise ValueError(
+            f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one"
+        )
+    return tokenizer
+
+
+def _digest(*parts: str | Iterable[str]) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        for text in [part] if isinstance(part, str) else part:
+            sha.update(text.encode("utf-8", "surrogatepass"))
+            sha.update(b"\x00")
+    return sha.hexdigest()[:16]
+
+
+def cached_tokenizer(
+    texts: Sequence[str],
+    model: Literal["wordpiece", "bpe"],
+    vocab_size: int,
+    max_chars: int,
+    cache_dir: str,
+) -> Tokenizer:
+    """Loads the tokenizer trained on these ``texts`` with these settings, or trains it."""
+    key = _digest(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), texts)
+    path = Path(cache_dir) / "tokenizers" / key / "tokenizer.json"
+    if path.exists():
+        logger.info("Loading cached tokenizer %s", path)
+        return Tokenizer.from_file(str(path))
+    tokenizer = train_tokenizer(texts, model, vocab_size, max_chars)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
+    tokenizer.save(str(tmp))
+    tmp.replace(path)
+    logger.info("Trained a %s tokenizer of %d tokens: %s", model, tokenizer.get_vocab_size(), path)
+    return tokenizer
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pads ``sequences`` to the longest, rounded up to a multiple of 8.
+
+    Returns:
+        ``input_ids`` (B, T) long and ``attention_mask`` (B, T) bool, True on real tokens.
+    """
+    longest = max(len(s) for s in sequences)
+    width = -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
+    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    lengths = torch.as_tensor([len(s) for s in sequences])
+    attention_mask = torch.arange(width) < lengths[:, None]  # (B, T)
+    return input_ids, attention_mask
+
+
+@dataclass(frozen=True)
+class PadCollator:
+    """Collates ``{"input_ids", "labels"}`` rows into a padded batch (see :func:`pad_batch`)."""
+
+    pad_id: int
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
+        labels = torch.as_tensor([r["labels"] for r in rows], dtype=torch.long)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def encode_ids(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
+    """Token ids of ``texts``, each cut to ``max_length`` (the ``[CLS]`` in front is kept)."""
+    limit = char_limit(max_length)
+    encodings = tokenizer.encode_batch([t[:limit] for t in texts])
+    return [e.ids[:max_length] for e in encodings]
+
+
+def encode_texts(
+    tokenizer: Tokenizer, texts: Sequence[str], max_length: int, pad_id: int
+) -> dict[str, torch.Tensor]:
+    """Encodes raw ``texts`` for prediction: ``input_ids`` (B, T), ``attention_mask`` (B, T)."""
+    if not texts:
+        raise ValueError("encode_texts needs at least one text")
+    input_ids, attention_mask = pad_batch(encode_ids(tokenizer, texts, max_length), pad_id)
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    splits: LabeledSplits
+    tokenizer: Tokenizer
+
+
+class TextClassificationData(L.LightningDataModule):
+    """Loads, splits and tokenizes a text-classification dataset and serves padded batches.
+
+    Data and tokenizer are prepared on first access to ``vocab_size``, ``num_classes``,
+    ``pad_id``, ``label_names`` or ``tokenizer`` (the CLI reads them to size the model) and
+    reused by ``setup()``. Batches are dicts of ``input_ids`` (B, T) long, ``attention_mask``
+    (B, T) bool (True = real token) and ``labels`` (B,) long, with T the longest row rounded up to
+    a multiple of 8. The training loader is resumable mid-epoch; under DDP each rank gets a
+    disjoint shard, so the Trainer needs ``use_distributed_sampler=False``.
+
+    Args:
+        dataset: "bbc_news" (built in, offline), "csv"/"json"/"parquet" with data_files, a path
+            to a .csv/.json/.jsonl/.parquet file or a folder of them, or a Hugging Face hub id.
+        name: Configuration name of a hub dataset.
+        data_files: Files for the csv/json/parquet builders, as datasets.load_dataset takes them.
+        text_column: Column holding the text (default: guessed from text, sentence, content...).
+        label_column: Column holding the label (default: guessed from label, category, class...).
+        val_fraction: Share of each class carved from train for validation when there is no
+            validation split.
+        test_fraction: Share of each class carved from train for test when there is no test split.
+        seed: Seed of the carved splits and of the training order (epoch e uses seed + e).
+        tokenizer: Path to an existing tokenizer.json to use instead of training one.
+        tokenizer_model: Subword model trained on the training split: "wordpiece" or "bpe".
+        vocab_size: Target vocabulary size of the trained tokenizer (the real size may be smaller).
+        max_length: Most tokens per sequence, [CLS] included; longer texts are truncated.
+        batch_size: Training batch size (per process).
+        eval_batch_size: Validation/test batch size (default: 2 * batch_size).
+        num_workers: DataLoader worker processes.
+        cache_dir: Where tokenizers and tokenized splits are cached (default: $TSCRATCH_CACHE or
+            ~/.cache/tscratch).
+        bucket_size: Batches per length-sorting window of the training order: larger wastes less
+            padding, 1 keeps batches fully random.
+    """
+
+    def __init__(
+        self,
+        dataset: str = "bbc_news",
+        name: str | None = None,
+        data_files: str | list[str] | dict[str, str | list[str]] | None = None,
+        text_column: str | None = None,
+        label_column: str | None = None,
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        seed: int = 42,
+        tokenizer: str | None = None,
+        tokenizer_model: Literal["wordpiece", "bpe"] = "wordpiece",
+        vocab_size: int = 8000,
+        max_length: int = 256,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        cache_dir: str | None = None,
+        bucket_size: int = 100,
+    ) -> None:
+        super().__init__()
+        _check_args(
+            val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model
+        )
+        self.save_hyperparameters()
+        self._cache_dir = cache_dir or default_cache_dir()
+        self._max_length = max_length
+        self._eval_batch_size = eval_batch_size or 2 * batch_size
+        self._prepared: _Prepared | None = None
+        self._tokenized: dict[str, Dataset] = {}
+
+    # Sizes the CLI links into the model; reading any of them prepares data and tokenizer.
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The ``tokenizers.Tokenizer`` (trained on the training split, or loaded)."""
+        return self._prepare().tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        """The tokenizer's actual vocabulary size (the ``vocab_size`` argument is only a target)."""
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def pad_id(self) -> int:
+        """Id of ``[PAD]``."""
+        return self.tokenizer.token_to_id("[PAD]")
+
+    @property
+    def label_names(self) -> list[str]:
+        """Class names, indexed by label id."""
+        return list(self._prepare().splits.label_names)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes."""
+        return len(self.label_names)
+
+    @property
+    def max_length(self) -> int:
+        """Most tokens per sequence, ``[CLS]`` included."""
+        return self._max_length
+
+    def tokenizer_json(self) -> str:
+        """The tokenizer serialized as JSON (what a checkpoint stores; ``Tokenizer.from_str``)."""
+        return self.tokenizer.to_str()
+
+    def _prepare(self) -> _Prepared:
+        if self._prepared is None:
+            hp = self.hparams
+            cache = os.path.join(self._cache_dir, "datasets")
+            raw = load_source(hp.dataset, hp.name, hp.data_files, cache_dir=cache)
+            splits = prepare_splits(
+                raw, hp.text_column, hp.label_column, hp.val_fraction, hp.test_fraction, hp.seed
+            )
+            if hp.tokenizer is not None:
+                tokenizer = load_tokenizer(hp.tokenizer)
+            else:
+                texts = column(splits.train, "text")
+                limit = char_limit(self._max_length)
+                tokenizer = cached_tokenizer(
+                    texts, hp.tokenizer_model, hp.vocab_size, limit, self._cache_dir
+                )
+            self._prepared = _Prepared(splits, tokenizer)
+        return self._prepared
+
+    def prepare_data(self) -> None:
+        """Downloads/reads the data and trains or loads the tokenizer (cached on disk)."""
+        self._prepare()
+
+    def setup(self, stage: str | None = None) -> None:
+        """Tokenizes all splits (cached by datasets under ``cache_dir``)."""
+        if self._tokenized:
+            return
+        prepared = self._prepare()
+        tokenizer_key = _digest(prepared.tokenizer.to_str())
+        for split in ("train", "validation", "test"):
+            ds = prepared.splits[split]
+            texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
+            key = _digest(tokenizer_key, str(self._max_length), texts, labels)
+            self._tokenized[split] = self._tokenize(ds, split, key)
+        if stage in (None, "fit"):
+            self.describe()
+
+    def _tokenize(self, ds: Dataset, split: str, key: str) -> Dataset:
+        tokenizer, max_length = self.tokenizer, self._max_length
+
+        def encode(batch: dict[str, list]) -> dict[str, list]:
+            ids = encode_ids(tokenizer, batch["text"], max_length)
+            return {"input_ids": ids, "length": [len(i) for i in ids]}
+
+        folder = Path(self._cache_dir) / "tokenized"
+        folder.mkdir(parents=True, exist_ok=True)
+        return ds.map(
+            encode,
+            batched=True,
+            remove_columns=["text"],
+            cache_file_name=str(folder / f"{split}-{key}.arrow"),
+            new_fingerprint=key,
+            desc=f"Tokenizing {split}",
+        )
+
+    def split(self, name: Literal["train", "validation", "test"]) -> Dataset:
+        """The tokenized split: ``input_ids``, ``labels`` and ``length`` columns."""
+        self.setup()
+        return self._tokenized[name]
+
+    def train_sampler(self) -> LengthBucketBatchSampler:
+        """The training batch sampler, sharded over the Trainer's processes when attached."""
+        world = (
+            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (None, None)
+        )
+        return LengthBucketBatchSampler(
+            column(self.split("train"), "length"),
+            self.hparams.batch_size,
+            bucket_size=self.hparams.bucket_size,
+            seed=self.hparams.seed,
+            num_replicas=world[0],
+            rank=world[1],
+        )
+
+    def train_dataloader(self) -> ResumableDataLoader:
+        """Length-bucketed, epoch-seeded, resumable training batches."""
+        return ResumableDataLoader(
+            self.split("train"),
+            batch_sampler=self.train_sampler(),
+            collate_fn=PadCollator(self.pad_id),
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+        )
+
+    def _eval_dataloader(self, name: Literal["validation", "test"]) -> DataLoader:
+        ds = self.split(name)
+        # Longest first: little padding, and an out-of-memory batch fails at once.
+        lengths = column(ds, "length")
+        order = sorted(range(len(ds)), key=lambda i: -lengths[i])
+        return DataLoader(
+            ds,
+            batch_size=self._eval_batch_size,
+            sampler=order,
+            collate_fn=PadCollator(self.pad_id),
+            num_workers=self.hparams.num_workers,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches, sorted by length, same on every call."""
+        return self._eval_dataloader("validation")
+
+    def test_dataloader(self) -> DataLoader:
+        """Test batches, sorted by length, same on every call."""
+        return self._eval_dataloader("test")
+
+    def state_dict(self) -> dict:
+        """Nothing: the model checkpoint stores the tokenizer and label names."""
+        return {}
+
+    def describe(self) -> str:
+        """Logs and returns a one-paragraph summary of the splits, vocabulary and padding."""
+        self.setup()
+        sizes = ", ".join(f"{s} {len(self._tokenized[s]):,}" for s in self._tokenized)
+        lengths = column(self.split("train"), "length")
+        truncated = sum(n >= self._max_length for n in lengths) / len(lengths)
+        waste = padding_fraction(self.train_sampler().epoch_batches(0), lengths)
+        summary = (
+            f"{self.hparams.dataset}: {sizes} rows; {self.num_classes} classes "
+            f"{self.label_names}; vocabulary {self.vocab_size:,} tokens; max_length "
+            f"{self._max_length} ({truncated:.0%} of training rows truncated); "
+            f"padding {waste:.1%} of training tokens at batch size {self.hparams.batch_size}."
+        )
+        logger.info(summary)
+        return summary
+
+
+def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:
+    """Share of padded positions when ``batches`` of rows with ``lengths`` go through collate."""
+    real = padded = 0
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        padded += len(batch) * (-(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
+        real += sum(lengths[i] for i in batch)
+    return 1 - real / padded
+
+
+def _check_args(
+    val_fraction: float,
+    test_fraction: float,
+    vocab_size: int,
+    max_length: int,
+    batch_size: int,
+    tokenizer_model: str,
+) -> None:
+    if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ValueError(
+            f"val_fraction ({val_fraction}) and test_fraction ({test_fraction}) must be in (0, 1) "
+            "and sum to less than 1"
+        )
+    for arg, value in (
+        ("vocab_size", vocab_size),
+        ("max_length", max_length),
+        ("batch_size", batch_size),
+    ):
+        if value < 2:
+            raise ValueError(f"{arg} ({value}) must be at least 2")
+    if tokenizer_model not in ("wordpiece", "bpe"):
+        raise ValueError(f"tokenizer_model {tokenizer_model!r} must be 'wordpiece' or 'bpe'")
