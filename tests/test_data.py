@@ -13,15 +13,9 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
 from tscratch import sources
-from tscratch.data import (
-    PadCollator,
-    TextClassificationData,
-    encode_texts,
-    load_tokenizer,
-    padding_fraction,
-    train_tokenizer,
-)
+from tscratch.data import PadCollator, TextClassificationData, encode_texts, padding_fraction
 from tscratch.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
+from tscratch.tokenization import load_tokenizer, train_tokenizer
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + (i * 5) % 26)}" for i in range(15)]  # 15 distinct words
 
@@ -322,7 +316,7 @@ def test_tokenizer_is_cached_and_loadable(
     csv = str(write_csv(tmp_path / "d.csv", toy_rows()))
     first = TextClassificationData(dataset=csv, vocab_size=1000)
     assert first.vocab_size < 1000  # the real size, not the target
-    with caplog.at_level(logging.INFO, logger="tscratch.data"):
+    with caplog.at_level(logging.INFO, logger="tscratch.tokenization"):
         second = TextClassificationData(dataset=csv, vocab_size=1000)
         assert second.tokenizer_json() == first.tokenizer_json()
     assert "Loading cached tokenizer" in caplog.text

@@ -1,18 +1,15 @@
-"""Text-classification data: a WordPiece/BPE tokenizer, a padding collate and the DataModule.
+"""Text-classification data: the padding collate and the LightningDataModule.
 
-The tokenizer is trained with Hugging Face ``tokenizers`` on the training split only (so no
-validation/test text leaks into the vocabulary) and cached on disk under a hash of that text and
-the tokenizer settings. Text is NFKC-normalized and lowercased (accents kept, so scripts whose
-vowel signs are combining marks survive); CJK ideographs become one word each, as in BERT.
-Every sequence starts with ``[CLS]`` (first-token pooling reads it) and is cut at ``max_length``.
+Sources and splits live in `tscratch.sources`, the tokenizer in `tscratch.tokenization`, the
+length-bucketed resumable loader in `tscratch.sampler`. Sequences start with `[CLS]` and are cut
+at `max_length`; batches are padded to their longest row, rounded up to a multiple of 8.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -20,108 +17,22 @@ from typing import Literal
 import lightning as L
 import torch
 from datasets import Dataset
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from tokenizers.processors import TemplateProcessing
+from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from tscratch.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.sources import LabeledSplits, column, load_source, prepare_splits
+from tscratch.tokenization import (
+    cached_tokenizer,
+    char_limit,
+    default_cache_dir,
+    fingerprint,
+    load_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")  # in id order: [PAD] is 0
-CHARS_PER_TOKEN = 20  # texts are cut at max_length * 20 characters before tokenizing
 PAD_MULTIPLE = 8
-TOKENIZER_RECIPE = "nfkc-lower-bert-pretok-v1"  # bump when the recipe changes: new cache key
-
-
-def char_limit(max_length: int) -> int:
-    """Characters kept per text: far more than ``max_length`` tokens need, but bounded."""
-    return max_length * CHARS_PER_TOKEN
-
-
-def default_cache_dir() -> str:
-    """``$TSCRATCH_CACHE`` if set, else ``~/.cache/tscratch``."""
-    return os.environ.get("TSCRATCH_CACHE") or str(Path("~/.cache/tscratch").expanduser())
-
-
-def train_tokenizer(
-    texts: Iterable[str], model: Literal["wordpiece", "bpe"], vocab_size: int, max_chars: int
-) -> Tokenizer:
-    """Trains a ``[CLS]``-prefixing WordPiece or BPE tokenizer on ``texts``."""
-    if model == "wordpiece":
-        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS])
-    elif model == "bpe":
-        tokenizer = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##"))
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS], continuing_subword_prefix="##"
-        )
-    else:
-        raise ValueError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
-    tokenizer.normalizer = normalizers.Sequence(
-        [
-            normalizers.NFKC(),
-            normalizers.BertNormalizer(
-                handle_chinese_chars=True, strip_accents=False, lowercase=True
-            ),
-        ]
-    )
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")
-    tokenizer.train_from_iterator((t[:max_chars] for t in texts), trainer=trainer)
-    cls_id = tokenizer.token_to_id("[CLS]")
-    sep_id = tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = TemplateProcessing(
-        single="[CLS] $A",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    return tokenizer
-
-
-def load_tokenizer(path: str) -> Tokenizer:
-    """Loads a ``tokenizer.json``; it must define a ``[PAD]`` token."""
-    try:
-        tokenizer = Tokenizer.from_file(str(Path(path).expanduser()))
-    except Exception as err:  # tokenizers raises a bare Exception on a missing or bad file
-        raise ValueError(f"{path!r} is not a readable tokenizer.json ({err})") from err
-    if tokenizer.token_to_id("[PAD]") is None:
-        raise ValueError(
-            f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one"
-        )
-    return tokenizer
-
-
-def _digest(*parts: str | Iterable[str]) -> str:
-    sha = hashlib.sha256()
-    for part in parts:
-        for text in [part] if isinstance(part, str) else part:
-            sha.update(text.encode("utf-8", "surrogatepass"))
-            sha.update(b"\x00")
-    return sha.hexdigest()[:16]
-
-
-def cached_tokenizer(
-    texts: Sequence[str],
-    model: Literal["wordpiece", "bpe"],
-    vocab_size: int,
-    max_chars: int,
-    cache_dir: str,
-) -> Tokenizer:
-    """Loads the tokenizer trained on these ``texts`` with these settings, or trains it."""
-    key = _digest(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), texts)
-    path = Path(cache_dir) / "tokenizers" / key / "tokenizer.json"
-    if path.exists():
-        logger.info("Loading cached tokenizer %s", path)
-        return Tokenizer.from_file(str(path))
-    tokenizer = train_tokenizer(texts, model, vocab_size, max_chars)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
-    tokenizer.save(str(tmp))
-    tmp.replace(path)
-    logger.info("Trained a %s tokenizer of %d tokens: %s", model, tokenizer.get_vocab_size(), path)
-    return tokenizer
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,11 +214,11 @@ class TextClassificationData(L.LightningDataModule):
         if self._tokenized:
             return
         prepared = self._prepare()
-        tokenizer_key = _digest(prepared.tokenizer.to_str())
+        tokenizer_key = fingerprint(prepared.tokenizer.to_str())
         for split in ("train", "validation", "test"):
             ds = prepared.splits[split]
             texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
-            key = _digest(tokenizer_key, str(self._max_length), texts, labels)
+            key = fingerprint(tokenizer_key, str(self._max_length), texts, labels)
             self._tokenized[split] = self._tokenize(ds, split, key)
         if stage in (None, "fit"):
             self.describe()

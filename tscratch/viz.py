@@ -1,18 +1,13 @@
 """Pictures for TensorBoard: attention heatmaps with tokens on the axes.
 
-matplotlib draws them (the Agg backend, no display needed); the module logs them with
-`add_figure`. The confusion matrix is drawn by torchmetrics' own `plot`.
+Figures are built with matplotlib's object API (no pyplot, so no global backend or window is
+touched) and logged with `add_figure`. The confusion matrix is drawn by torchmetrics' `plot`.
 """
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from torch import Tensor  # noqa: E402
+from matplotlib.figure import Figure
+from torch import Tensor
 
 
 def _heatmap(ax, weights: Tensor, tokens: list[str], title: str, labels: bool) -> None:
@@ -26,7 +21,8 @@ def _heatmap(ax, weights: Tensor, tokens: list[str], title: str, labels: bool) -
 def attention_mean_figure(weights: Tensor, tokens: list[str], layer: int) -> Figure:
     """Head-averaged attention of one layer: rows are queries, columns keys. weights (H, T, T)."""
     size = max(4.0, 0.18 * len(tokens) + 1.5)
-    fig, ax = plt.subplots(figsize=(size, size))
+    fig = Figure(figsize=(size, size))
+    ax = fig.subplots()
     _heatmap(ax, weights.mean(dim=0), tokens, f"layer {layer}, mean over heads", labels=True)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
@@ -40,7 +36,8 @@ def attention_heads_figure(weights: Tensor, tokens: list[str], layer: int) -> Fi
     cols = min(heads, 4)
     rows = -(-heads // cols)
     size = max(3.0, 0.12 * len(tokens) + 1.0)
-    fig, axes = plt.subplots(rows, cols, figsize=(cols * size, rows * size), squeeze=False)
+    fig = Figure(figsize=(cols * size, rows * size))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for h, ax in enumerate(axes.flat):
         if h < heads:
             _heatmap(ax, weights[h], tokens, f"layer {layer}, head {h}", labels=len(tokens) <= 32)

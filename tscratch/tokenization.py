@@ -1,0 +1,114 @@
+"""The tokenizer: WordPiece or BPE trained with Hugging Face `tokenizers`, cached on disk.
+
+Trained on the training split only (so no validation/test text leaks into the vocabulary) and
+cached under a hash of that text and the settings. Text is NFKC-normalized and lowercased
+(accents kept, so scripts whose vowel signs are combining marks survive); CJK ideographs become
+one word each, as in BERT. Every sequence starts with `[CLS]` (first-token pooling reads it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers.processors import TemplateProcessing
+
+logger = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")  # in id order: [PAD] is 0
+CHARS_PER_TOKEN = 20  # texts are cut at max_length * 20 characters before tokenizing
+TOKENIZER_RECIPE = "nfkc-lower-bert-pretok-v1"  # bump when the recipe changes: new cache key
+
+
+def char_limit(max_length: int) -> int:
+    """Characters kept per text: far more than ``max_length`` tokens need, but bounded."""
+    return max_length * CHARS_PER_TOKEN
+
+
+def default_cache_dir() -> str:
+    """``$TSCRATCH_CACHE`` if set, else ``~/.cache/tscratch``."""
+    return os.environ.get("TSCRATCH_CACHE") or str(Path("~/.cache/tscratch").expanduser())
+
+
+def train_tokenizer(
+    texts: Iterable[str], model: Literal["wordpiece", "bpe"], vocab_size: int, max_chars: int
+) -> Tokenizer:
+    """Trains a ``[CLS]``-prefixing WordPiece or BPE tokenizer on ``texts``."""
+    if model == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS])
+    elif model == "bpe":
+        tokenizer = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##"))
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS], continuing_subword_prefix="##"
+        )
+    else:
+        raise ValueError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
+    tokenizer.normalizer = normalizers.Sequence(
+        [
+            normalizers.NFKC(),
+            normalizers.BertNormalizer(
+                handle_chinese_chars=True, strip_accents=False, lowercase=True
+            ),
+        ]
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.train_from_iterator((t[:max_chars] for t in texts), trainer=trainer)
+    cls_id = tokenizer.token_to_id("[CLS]")
+    sep_id = tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = TemplateProcessing(
+        single="[CLS] $A",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return tokenizer
+
+
+def load_tokenizer(path: str) -> Tokenizer:
+    """Loads a ``tokenizer.json``; it must define a ``[PAD]`` token."""
+    try:
+        tokenizer = Tokenizer.from_file(str(Path(path).expanduser()))
+    except Exception as err:  # tokenizers raises a bare Exception on a missing or bad file
+        raise ValueError(f"{path!r} is not a readable tokenizer.json ({err})") from err
+    if tokenizer.token_to_id("[PAD]") is None:
+        raise ValueError(
+            f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one"
+        )
+    return tokenizer
+
+
+def fingerprint(*parts: str | Iterable[str]) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        for text in [part] if isinstance(part, str) else part:
+            sha.update(text.encode("utf-8", "surrogatepass"))
+            sha.update(b"\x00")
+    return sha.hexdigest()[:16]
+
+
+def cached_tokenizer(
+    texts: Sequence[str],
+    model: Literal["wordpiece", "bpe"],
+    vocab_size: int,
+    max_chars: int,
+    cache_dir: str,
+) -> Tokenizer:
+    """Loads the tokenizer trained on these ``texts`` with these settings, or trains it."""
+    key = fingerprint(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), texts)
+    path = Path(cache_dir) / "tokenizers" / key / "tokenizer.json"
+    if path.exists():
+        logger.info("Loading cached tokenizer %s", path)
+        return Tokenizer.from_file(str(path))
+    tokenizer = train_tokenizer(texts, model, vocab_size, max_chars)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
+    tokenizer.save(str(tmp))
+    tmp.replace(path)
+    logger.info("Trained a %s tokenizer of %d tokens: %s", model, tokenizer.get_vocab_size(), path)
+    return tokenizer
