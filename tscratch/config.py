@@ -94,10 +94,15 @@ class EncoderConfig:
             raise ValueError(f"norm_eps ({self.norm_eps}) must be positive")
         if self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
-        if self.t5_num_buckets < 2 or self.t5_max_distance < 1:
+        if not self.rope_base > 1.0:
+            raise ValueError(f"rope_base ({self.rope_base}) must be > 1")
+        # Each direction needs exact buckets (num_buckets // 4 of them) and a log range beyond.
+        if self.t5_num_buckets < 4:
+            raise ValueError(f"t5_num_buckets ({self.t5_num_buckets}) must be >= 4")
+        if self.t5_max_distance <= self.t5_num_buckets // 4:
             raise ValueError(
-                f"t5_num_buckets ({self.t5_num_buckets}) must be >= 2 and t5_max_distance "
-                f"({self.t5_max_distance}) >= 1"
+                f"t5_max_distance ({self.t5_max_distance}) must exceed t5_num_buckets // 4 "
+                f"({self.t5_num_buckets // 4})"
             )
         choices = {"position": Position, "ffn": FFN, "norm": Norm, "attention_impl": AttentionImpl}
         for name, literal in choices.items():

@@ -75,13 +75,22 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, d_head: int, base: float = 10000.0) -> None:
         super().__init__()
-        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.d_head, self.base = d_head, base
+        self.register_buffer("inv_freq", self._inv_freq(), persistent=False)
+
+    def _inv_freq(self, device: torch.device | None = None) -> Tensor:
+        exponent = torch.arange(0, self.d_head, 2, device=device, dtype=torch.float32)
+        return self.base ** (-exponent / self.d_head)  # (Dh/2,)
 
     def forward(self, length: int, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
         """Returns (cos, sin), each (T, Dh), in `dtype` (default fp32)."""
-        position = torch.arange(length, device=self.inv_freq.device, dtype=torch.float32)
-        angle = torch.outer(position, self.inv_freq)  # (T, Dh/2)
+        inv_freq = self.inv_freq
+        if inv_freq.dtype != torch.float32:
+            # `module.to(torch.bfloat16)` rounded the buffer: angles p * f of long sequences
+            # drift (0.09 rad at position 511), so take fp32 frequencies again.
+            inv_freq = self._inv_freq(inv_freq.device)
+        position = torch.arange(length, device=inv_freq.device, dtype=torch.float32)
+        angle = torch.outer(position, inv_freq)  # (T, Dh/2)
         angle = torch.cat([angle, angle], dim=-1)  # (T, Dh)
         dtype = dtype or torch.float32
         return angle.cos().to(dtype), angle.sin().to(dtype)
@@ -151,6 +160,11 @@ class T5RelativeBias(nn.Module):
 
     def __init__(self, num_heads: int, num_buckets: int = 32, max_distance: int = 128) -> None:
         super().__init__()
+        if num_buckets < 4 or max_distance <= num_buckets // 4:
+            raise ValueError(
+                f"T5 bias needs num_buckets ({num_buckets}) >= 4 and max_distance "
+                f"({max_distance}) > num_buckets // 4"
+            )
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.embedding = nn.Embedding(num_buckets, num_heads)
         nn.init.normal_(self.embedding.weight, std=0.02)

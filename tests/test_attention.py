@@ -1,0 +1,220 @@
+"""Attention: explicit vs fused paths, parity with torch.nn.MultiheadAttention, mask semantics."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tscratch.nn.attention import (
+    MultiHeadAttention,
+    merge_mask_and_bias,
+    scaled_dot_product_attention,
+)
+
+pytestmark = pytest.mark.usefixtures("seed", "single_thread")
+
+B, H, T, S, DH = 2, 2, 5, 6, 8
+D = H * DH
+TOL = {"atol": 1e-5, "rtol": 1e-5}
+
+
+def qkv(t: int = T, s: int = S) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.randn(B, H, t, DH), torch.randn(B, H, s, DH), torch.randn(B, H, s, DH)
+
+
+def key_padding(lengths: list[int], s: int = S) -> torch.Tensor:
+    """(B, 1, 1, S) keep mask with the first `lengths[b]` keys real."""
+    return (torch.arange(s)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
+
+
+def reference_attention(q, k, v, keep=None, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Textbook attention written independently: softmax over kept keys only, in float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias.double()
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    weights = scores.softmax(-1).nan_to_num(0.0)  # a row with no key gets zeros
+    return weights @ v, weights
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_sdpa_matches_reference(explicit: bool, with_bias: bool) -> None:
+    q, k, v = qkv()
+    keep = key_padding([S, 3])
+    bias = torch.randn(1, H, T, S) if with_bias else None
+    out, _ = scaled_dot_product_attention(q, k, v, keep, bias, explicit=explicit)
+    expected, _ = reference_attention(q, k, v, keep, bias)
+    torch.testing.assert_close(out, expected.float(), **TOL)
+
+
+def test_sdpa_matches_torch_functional() -> None:
+    q, k, v = qkv()
+    keep = key_padding([4, 6])
+    out, _ = scaled_dot_product_attention(q, k, v, keep, explicit=True)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep), **TOL)
+
+
+def test_weights_rows_sum_to_one_and_masked_keys_get_exact_zero() -> None:
+    q, k, v = qkv()
+    keep = key_padding([S, 2]) & torch.ones(T, S, dtype=torch.bool).tril()  # some rows partial
+    bias = torch.randn(1, H, T, S)
+    _, weights = scaled_dot_product_attention(q, k, v, keep, bias, need_weights=True)
+    assert weights.shape == (B, H, T, S)
+    expanded = keep.expand(B, H, T, S)
+    assert torch.all(weights[~expanded] == 0.0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fully_masked_rows_give_zeros_not_nan(
+    explicit: bool, with_bias: bool, dtype: torch.dtype
+) -> None:
+    q, k, v = (t.to(dtype).requires_grad_() for t in qkv())
+    keep = key_padding([S, 0])  # the second sequence has no real key at all
+    bias = torch.randn(1, H, T, S) if with_bias else None
+    if bias is not None:
+        bias = merge_mask_and_bias(keep, bias, dtype)
+    out, _ = scaled_dot_product_attention(q, k, v, keep, bias, explicit=explicit)
+    assert torch.isfinite(out).all()
+    assert torch.all(out[1] == 0.0)
+    out.float().square().sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+    _, weights = scaled_dot_product_attention(q, k, v, keep, bias, need_weights=True)
+    assert torch.all(weights[1] == 0.0)
+
+
+def test_explicit_and_fused_paths_agree_with_gradients() -> None:
+    keep = key_padding([S, 4]) & torch.ones(T, S, dtype=torch.bool).tril(1)
+    bias = merge_mask_and_bias(keep, torch.randn(1, H, T, S), torch.float32)
+    results = []
+    for explicit in (False, True):
+        torch.manual_seed(1)
+        q, k, v = (t.requires_grad_() for t in qkv())
+        out, _ = scaled_dot_product_attention(q, k, v, keep, bias, explicit=explicit)
+        (out * torch.randn_like(out)).sum().backward()
+        results.append((out, q.grad, k.grad, v.grad))
+    for fused, explicit in zip(*results, strict=True):
+        torch.testing.assert_close(fused, explicit, **TOL)
+
+
+def test_merge_mask_and_bias_uses_the_dtype_minimum() -> None:
+    keep = key_padding([S, 2])
+    bias = torch.randn(1, H, T, S)
+    for dtype in (torch.float32, torch.bfloat16):
+        merged = merge_mask_and_bias(keep, bias, dtype)
+        assert merged.dtype == dtype
+        assert torch.all(merged[1, :, :, 2:] == torch.finfo(dtype).min)
+        torch.testing.assert_close(merged[0], bias[0].to(dtype), atol=0, rtol=0)
+    torch.testing.assert_close(merge_mask_and_bias(None, bias, torch.float32), bias)
+    with pytest.raises(ValueError, match=re.escape("merge_mask_and_bias needs a bias")):
+        merge_mask_and_bias(keep, None, torch.float32)
+
+
+def copy_into_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
+    theirs = nn.MultiheadAttention(D, H, batch_first=True)
+    with torch.no_grad():
+        if ours.cross:
+            weight = torch.cat([ours.q_proj.weight, ours.kv_proj.weight])
+            bias = torch.cat([ours.q_proj.bias, ours.kv_proj.bias])
+        else:
+            weight, bias = ours.qkv.weight, ours.qkv.bias
+        theirs.in_proj_weight.copy_(weight)  # rows [q; k; v]
+        theirs.in_proj_bias.copy_(bias)
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.copy_(ours.out_proj.bias)
+    return theirs.eval()
+
+
+def randomize(module: nn.Module) -> None:
+    """Nonzero biases too, so a bias mix-up cannot hide behind zero init."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.3)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_self_attention_matches_torch(explicit: bool) -> None:
+    ours = MultiHeadAttention(D, H, explicit=explicit).eval()
+    randomize(ours)
+    theirs = copy_into_torch_mha(ours)
+    x = torch.randn(B, T, D)
+    lengths = torch.tensor([T, 3])
+    real = torch.arange(T)[None, :] < lengths[:, None]  # (B, T) True = real
+    out, weights = ours(x, mask=real[:, None, None, :], need_weights=True)
+    expected, expected_weights = theirs(
+        x, x, x, key_padding_mask=~real, need_weights=True, average_attn_weights=False
+    )
+    torch.testing.assert_close(out, expected, **TOL)
+    torch.testing.assert_close(weights, expected_weights, **TOL)
+    fast, none = ours(x, mask=real[:, None, None, :])
+    assert none is None
+    torch.testing.assert_close(fast, expected, **TOL)
+
+
+def test_cross_attention_matches_torch() -> None:
+    ours = MultiHeadAttention(D, H, cross=True).eval()
+    randomize(ours)
+    theirs = copy_into_torch_mha(ours)
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    real = torch.tensor([[True] * S, [True] * 2 + [False] * (S - 2)])
+    out, weights = ours(x, memory, mask=real[:, None, None, :], need_weights=True)
+    expected, expected_weights = theirs(
+        x, memory, memory, key_padding_mask=~real, need_weights=True, average_attn_weights=False
+    )
+    assert weights.shape == (B, H, T, S)
+    torch.testing.assert_close(out, expected, **TOL)
+    torch.testing.assert_close(weights, expected_weights, **TOL)
+
+
+def test_causal_mask_matches_torch_attn_mask() -> None:
+    ours = MultiHeadAttention(D, H).eval()
+    randomize(ours)
+    theirs = copy_into_torch_mha(ours)
+    x = torch.randn(B, T, D)
+    keep = torch.ones(T, T, dtype=torch.bool).tril()
+    out, _ = ours(x, mask=keep)
+    expected, _ = theirs(x, x, x, attn_mask=~keep, need_weights=False)  # torch: True = blocked
+    torch.testing.assert_close(out, expected, **TOL)
+
+
+def test_xavier_bounds_per_projection_chunk_and_zero_biases() -> None:
+    d_model = 32
+    for cross in (False, True):
+        mha = MultiHeadAttention(d_model, 4, cross=cross)
+        bound = math.sqrt(6.0 / (d_model + d_model))  # each chunk is a (D, D) projection
+        projections = [mha.q_proj, mha.kv_proj] if cross else [mha.qkv]
+        for linear in [*projections, mha.out_proj]:
+            for chunk in linear.weight.split(d_model):
+                assert chunk.abs().max() <= bound
+                # Uniform(-b, b) fills most of its range; a whole-matrix Xavier of the fused
+                # (3D, D) weight would cap at sqrt(6 / 4D) instead.
+                assert chunk.abs().max() > 0.9 * bound
+            assert torch.all(linear.bias == 0)
+
+
+def test_mha_errors() -> None:
+    with pytest.raises(
+        ValueError, match=re.escape("d_model (10) must be divisible by num_heads (4)")
+    ):
+        MultiHeadAttention(10, 4)
+    cross = MultiHeadAttention(D, H, cross=True)
+    with pytest.raises(ValueError, match=re.escape("cross-attention needs memory")):
+        cross(torch.randn(B, T, D))
+
+
+def test_no_bias_projections() -> None:
+    mha = MultiHeadAttention(D, H, bias=False)
+    assert mha.qkv.bias is None and mha.out_proj.bias is None
+    out, _ = mha(torch.randn(B, T, D))
+    assert out.shape == (B, T, D)
