@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import torch
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
@@ -35,11 +36,11 @@ RUNS = "lightning_logs"
 
 
 class LatestCheckpoint(ModelCheckpoint):
-    """Keeps `last.ckpt` current: rewritten at every validation and every N training steps.
+    """Keeps `last.ckpt` current: rewritten at every epoch end and every N training steps.
 
     Args:
-        every_n_train_steps: also save every N optimizer steps (None: only at validation), so an
-            interrupted run loses at most N steps.
+        every_n_train_steps: also save every N optimizer steps (None: only at epoch ends, after
+            validation), so an interrupted run loses at most N steps.
     """
 
     def __init__(self, every_n_train_steps: int | None = None) -> None:
@@ -54,6 +55,24 @@ class LatestCheckpoint(ModelCheckpoint):
     @property
     def state_key(self) -> str:
         return "LatestCheckpoint"
+
+    # ModelCheckpoint writes `last.ckpt` only next to a top-k save, and with save_top_k=0 there
+    # is none: without these hooks the file appeared at the end of training only. The epoch end
+    # comes after validation, so a resume from it starts the next epoch cleanly.
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_last(trainer, force=True)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        pass  # the epoch end (after validation) saves instead
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_last(trainer, force=False)  # training stopped mid-epoch (max_steps)
+
+    def _save_last(self, trainer: L.Trainer, force: bool) -> None:
+        if trainer.fast_dev_run or trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        if force or self._last_global_step_saved != trainer.global_step:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
 
 def default_precision() -> str:
@@ -101,6 +120,8 @@ class TScratchCLI(LightningCLI):
         config = self.config
         root = Path(config.trainer.default_root_dir or ".")
         config.ckpt_path, version = resolve_ckpt_path(config.ckpt_path, root)
+        if version is not None:  # resuming into the run's own folder: of course it is not empty
+            warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
         if config.trainer.logger in (None, True):
             config.trainer.logger = Namespace(
                 class_path="lightning.pytorch.loggers.TensorBoardLogger",
@@ -133,9 +154,7 @@ def resolve_ckpt_path(ckpt_path: str | None, root: Path) -> tuple[str | None, in
                 f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'"
             )
     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    log.info(
-        "resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"]
-    )
+    log.info("resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"])
     run = path.parent.parent
     version = None
     if run.parent.name == RUNS and run.name.startswith("version_"):
@@ -173,6 +192,7 @@ def main(args: list[str] | None = None) -> int:
             TextClassificationData,
             args=args,
             run=False,
+            seed_everything_default=0,  # what `true` means, without Lightning's "No seed found"
             trainer_defaults=trainer_defaults(),
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"default_config_files": []},

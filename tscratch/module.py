@@ -15,6 +15,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.utils.data import DataLoader
 from torchmetrics import MetricCollection
 from torchmetrics.classification import (
     MulticlassAccuracy,
@@ -120,9 +121,11 @@ class TextClassifier(L.LightningModule):
         self.test_metrics = metrics().clone(prefix="test/")
         self.val_confusion = MulticlassConfusionMatrix(num_classes)
         self.tokenizer_json: str | None = None
+        self.max_length: int | None = None
         self.flops_per_batch = 0
         self._misclassified: list[tuple[str, str, str]] = []
         self._rng_to_restore: dict | None = None
+        self._loader_states_to_restore: list[dict] | None = None
         self.heatmap_example: Tensor | None = None
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -130,9 +133,7 @@ class TextClassifier(L.LightningModule):
         return self.model(input_ids, attention_mask).logits
 
     def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        return F.cross_entropy(
-            logits.float(), labels, label_smoothing=self.hparams.label_smoothing
-        )
+        return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
@@ -225,15 +226,34 @@ class TextClassifier(L.LightningModule):
         datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
         if self.tokenizer_json is None and hasattr(datamodule, "tokenizer_json"):
             self.tokenizer_json = datamodule.tokenizer_json()
+        if self.max_length is None and hasattr(datamodule, "max_length"):
+            self.max_length = int(datamodule.max_length)
         checkpoint["tokenizer_json"] = self.tokenizer_json
+        checkpoint["max_length"] = self.max_length
         checkpoint["label_names"] = list(self.label_names)
         checkpoint["rng_states"] = _rng_states()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer_json")
+        self.max_length = checkpoint.get("max_length")
         self._rng_to_restore = checkpoint.get("rng_states")
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
+        self._loader_states_to_restore = fit_loop.get("combined_loader")
 
     def on_train_start(self) -> None:
+        loader = self.trainer.train_dataloader
+        # Lightning hands the checkpoint's loader position to the loader when it first sets up
+        # the training data, but `estimated_stepping_batches` (configure_optimizers) already did
+        # that before the checkpoint was read: without this a mid-epoch resume replays the epoch.
+        states = self._loader_states_to_restore
+        if states and len(states) == 1 and hasattr(loader, "load_state_dict"):
+            loader.load_state_dict(states[0])
+        self._loader_states_to_restore = None
+        # A DataLoader without a generator draws its worker base seed from the global RNG at
+        # every iter(): on a mid-epoch resume that draw lands after the RNG restore below and
+        # shifts every later dropout mask. Its own generator leaves the global RNG alone.
+        if isinstance(loader, DataLoader) and loader.generator is None:
+            loader.generator = torch.Generator()
         if self._rng_to_restore is not None:
             _set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None

@@ -1,0 +1,8 @@
+"""Label texts with a trained checkpoint: `python scripts/predict.py --ckpt_path CKPT "some text"`."""
+
+import sys
+
+from tscratch.predict import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""`scripts/fit.py` end to end in subprocesses: outputs, TensorBoard content, help and config."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tscratch.cli import main, resolve_ckpt_path
+
+TINY_YAML = Path(__file__).resolve().parents[1] / "scripts" / "configs" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def events(tiny_run) -> EventAccumulator:
+    accumulator = EventAccumulator(
+        str(tiny_run.run), size_guidance={"scalars": 0, "images": 0, "tensors": 0}
+    )
+    accumulator.Reload()  # reads every events file of the folder (fit and test write one each)
+    return accumulator
+
+
+@pytest.mark.slow
+def test_fit_writes_checkpoints_config_and_nothing_else(tiny_run):
+    assert [p.name for p in tiny_run.root.iterdir()] == ["lightning_logs"]  # cwd stays clean
+    checkpoints = tiny_run.run / "checkpoints"
+    assert (checkpoints / "last.ckpt").is_file()
+    assert len(list(checkpoints.glob("best-*.ckpt"))) == 1
+    config = yaml.safe_load((tiny_run.run / "config.yaml").read_text())
+    assert config["model"]["d_model"] == 32
+    assert config["trainer"]["max_epochs"] == 1
+    assert config["seed_everything"] == 0
+    last = torch.load(checkpoints / "last.ckpt", weights_only=True)
+    assert (last["epoch"], last["global_step"]) == (0, 8)
+
+
+@pytest.mark.slow
+def test_fit_prints_a_summary(tiny_run):
+    out = tiny_run.proc.stdout
+    best = next((tiny_run.run / "checkpoints").glob("best-*.ckpt"))
+    assert re.search(r"^test accuracy \d\.\d{4}, macro-F1 \d\.\d{4}$", out, re.M)
+    assert f"best checkpoint: {best}\n" in out
+    assert f"last checkpoint: {tiny_run.run / 'checkpoints' / 'last.ckpt'}\n" in out
+    assert f"see the run: tensorboard --logdir {tiny_run.root / 'lightning_logs'}" in out
+    assert "precision: " in out  # the chosen precision is announced
+
+
+@pytest.mark.slow
+def test_fit_logs_scalars_pictures_and_texts(tiny_run, events):
+    tags = events.Tags()
+    scalars = set(tags["scalars"])
+    expected = {"train/loss", "val/loss", "val/acc", "val/f1", "test/acc", "test/f1"}
+    assert expected | {"train/grad_norm"} <= scalars
+    assert any(tag.startswith("lr-") for tag in scalars), scalars
+    assert any("attention" in tag for tag in tags["images"]), tags["images"]
+    assert any("confusion" in tag for tag in tags["images"]), tags["images"]
+    assert any("misclassified" in tag for tag in tags["tensors"]), tags["tensors"]
+    # test/acc is registered at 0.0 for the HPARAMS tab first: the last value is the real one.
+    printed = re.search(r"test accuracy (\d\.\d{4})", tiny_run.proc.stdout).group(1)
+    assert f"{events.Scalars('test/acc')[-1].value:.4f}" == printed
+    assert len(events.Scalars("train/loss")) == 4  # 8 steps, log_every_n_steps 2
+
+
+@pytest.mark.slow
+def test_print_config_prints_yaml_without_training(run_script, tmp_path):
+    proc = run_script("fit.py", "--config", TINY_YAML, "--print_config", cwd=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    config = yaml.safe_load(proc.stdout)
+    assert {"model", "data", "trainer", "ckpt_path", "test"} <= config.keys()
+    assert config["model"]["d_model"] == 32
+    assert config["data"]["dataset"] == "bbc_news"
+    assert config["trainer"]["limit_train_batches"] == 8
+    assert list(tmp_path.iterdir()) == []  # no run folder, no tokenizer
+
+
+@pytest.mark.slow
+def test_help_lists_model_options_with_their_docs(run_script, tmp_path):
+    proc = run_script("fit.py", "--help", cwd=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    help_text = re.sub(r"\s+", " ", proc.stdout)
+    assert "--model.d_model D_MODEL width of the residual stream. (type: int, default: 256)" in (
+        help_text
+    )
+    assert "--ckpt_path CKPT_PATH Resume from this checkpoint; 'last'" in help_text
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- main() in process: errors exit 2 before any training ----------------------------------------
+
+
+@pytest.fixture
+def argv(monkeypatch):
+    """main(args) in process: LightningCLI warns when pytest's own sys.argv is also there."""
+    monkeypatch.setattr(sys, "argv", ["fit.py"])
+
+
+def test_unknown_argument_exits_2(argv, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model.d_modle", "32", "--trainer.default_root_dir", str(tmp_path)])
+
+    assert exit_info.value.code == 2
+    assert "error: unrecognized arguments: --model.d_modle 32\n" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_model_size_is_one_error_line(argv, capsys, tmp_path, shared_cache, monkeypatch):
+    monkeypatch.setenv("TSCRATCH_CACHE", str(shared_cache))
+    args = ["--config", str(TINY_YAML), "--trainer.default_root_dir", str(tmp_path)]
+
+    assert main([*args, "--model.d_model", "30"]) == 2
+    assert capsys.readouterr().err == "error: d_model (30) must be divisible by num_heads (4)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- resolve_ckpt_path in process ---------------------------------------------------------------
+
+
+def test_resolve_ckpt_path_none_is_a_new_run(tmp_path):
+    assert resolve_ckpt_path(None, tmp_path) == (None, None)
+
+
+def test_resolve_ckpt_path_last_without_runs_is_a_new_run(tmp_path, caplog):
+    with caplog.at_level("INFO", logger="tscratch"):
+        assert resolve_ckpt_path("last", tmp_path) == (None, None)
+    assert "starting a new run" in caplog.text
+
+
+def test_resolve_ckpt_path_missing_file(tmp_path):
+    missing = tmp_path / "nope.ckpt"
+    with pytest.raises(FileNotFoundError, match=rf"--ckpt_path {missing}: no such file; pass"):
+        resolve_ckpt_path(str(missing), tmp_path)
+
+
+def test_resolve_ckpt_path_last_picks_the_newest_run(tmp_path, caplog):
+    for version, step in ((0, 5), (3, 7)):
+        path = tmp_path / "lightning_logs" / f"version_{version}" / "checkpoints" / "last.ckpt"
+        path.parent.mkdir(parents=True)
+        torch.save({"epoch": 1, "global_step": step}, path)
+        os.utime(path, (1e9 + version, 1e9 + version))  # version_3 is the newest
+    newer = tmp_path / "lightning_logs" / "version_3" / "checkpoints" / "last.ckpt"
+
+    with caplog.at_level("INFO", logger="tscratch"):
+        assert resolve_ckpt_path("last", tmp_path) == (str(newer), 3)
+    assert f"resuming from {newer} (epoch 1, step 7)" in caplog.text
+
+
+def test_resolve_ckpt_path_file_outside_a_run_gets_a_new_version(tmp_path):
+    path = tmp_path / "elsewhere.ckpt"
+    torch.save({"epoch": 0, "global_step": 1}, path)
+    assert resolve_ckpt_path(str(path), tmp_path) == (str(path), None)

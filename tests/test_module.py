@@ -1,0 +1,171 @@
+"""The LightningModule: defaults, optimizer and schedule, checkpoint content, FLOPs, NaN guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from torch.utils.flop_counter import FlopCounterMode
+
+from tscratch.config import EncoderConfig
+from tscratch.module import TextClassifier, forward_flops
+
+TINY = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, d_ff=32, num_layers=2)
+
+
+def _with_trainer(model: TextClassifier, **attributes) -> TextClassifier:
+    """Attach a stand-in for the few Trainer attributes a hook reads."""
+    model._trainer = SimpleNamespace(**attributes)
+    return model
+
+
+def test_defaults_match_encoder_config():
+    module_defaults = {
+        name: p.default
+        for name, p in inspect.signature(TextClassifier.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    shared = [
+        f
+        for f in dataclasses.fields(EncoderConfig)
+        if f.name in module_defaults and f.default is not dataclasses.MISSING
+    ]
+    assert len(shared) >= 15  # d_model ... attention_impl: the architecture switches
+    drift = {
+        f.name: (module_defaults[f.name], f.default)
+        for f in shared
+        if module_defaults[f.name] != f.default
+    }
+    assert not drift, f"TextClassifier default != EncoderConfig default: {drift}"
+
+
+def test_config_is_built_from_the_flat_arguments():
+    model = TextClassifier(**TINY, position="learned", ffn="geglu", norm_first=True, pad_id=3)
+    assert model.config == EncoderConfig(
+        vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=2, position="learned",
+        ffn="geglu", norm_first=True, pad_id=3,
+    )  # fmt: skip
+
+
+def test_label_names_must_match_num_classes():
+    with pytest.raises(ValueError, match=r"label_names has 2 names but num_classes is 3"):
+        TextClassifier(**TINY, label_names=["a", "b"])
+
+
+def test_label_names_default_to_class_ids():
+    assert TextClassifier(**TINY).label_names == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("warmup_steps", [4, 0.2], ids=["int", "fraction"])
+def test_schedule_warms_up_then_decays_to_min_lr(warmup_steps):
+    model = TextClassifier(**TINY, lr=1e-3, min_lr=1e-4, warmup_steps=warmup_steps)
+    config = _with_trainer(model, estimated_stepping_batches=20).configure_optimizers()
+    optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    assert config["lr_scheduler"]["interval"] == "step"
+
+    lrs = []
+    for _ in range(20):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+
+    assert lrs[:5] == pytest.approx([1e-3 * k / 5 for k in (1, 2, 3, 4, 5)])  # linear rise
+    assert max(lrs) == lrs[4] == pytest.approx(1e-3)  # peak at the end of warmup
+    assert all(a > b for a, b in itertools.pairwise(lrs[4:]))
+    assert lrs[12] == pytest.approx(1e-4 + 0.9e-3 * 0.5 * (1 + math.cos(math.pi * 8 / 16)))
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)  # after the last step
+    assert [g["lr"] for g in optimizer.param_groups] == [optimizer.param_groups[0]["lr"]] * 2
+
+
+def test_optimizer_decays_only_projection_weights():
+    model = TextClassifier(**TINY, weight_decay=0.05, betas=(0.8, 0.9))
+    optimizer = _with_trainer(model, estimated_stepping_batches=10).configure_optimizers()[
+        "optimizer"
+    ]
+    decayed, undecayed = optimizer.param_groups
+    assert isinstance(optimizer, torch.optim.AdamW)
+    assert (decayed["weight_decay"], undecayed["weight_decay"]) == (0.05, 0.0)
+    assert decayed["betas"] == (0.8, 0.9)
+    assert all(p.ndim == 2 for p in decayed["params"])
+    assert model.model.encoder.tok_emb.weight in undecayed["params"]
+    assert len(decayed["params"]) + len(undecayed["params"]) == len(list(model.parameters()))
+
+
+def test_bad_warmup_fraction_fails_in_configure_optimizers():
+    model = _with_trainer(TextClassifier(**TINY, warmup_steps=1.0), estimated_stepping_batches=10)
+    with pytest.raises(
+        ValueError, match=r"warmup_steps \(1\.0\) as a fraction must be in \[0, 1\)"
+    ):
+        model.configure_optimizers()
+
+
+def test_forward_flops_against_a_hand_count():
+    config = EncoderConfig(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=2)
+    # per layer and token: qkv 2*16*48 + out 2*16*16 = 2048, feed-forward 2*(16*32 + 32*16) = 2048;
+    # per layer and sequence: scores 2*8*8*16 + weighted sum 2*8*8*16 = 4096.
+    assert forward_flops(config, batch_size=3, length=8) == 3 * (8 * 2 * 4096 + 2 * 4096)
+    swiglu = dataclasses.replace(config, ffn="swiglu")  # three D x F matrices
+    assert forward_flops(swiglu, batch_size=3, length=8) == 3 * (8 * 2 * 5120 + 2 * 4096)
+
+
+@pytest.mark.parametrize("ffn", ["relu", "swiglu"])
+def test_forward_flops_match_torch_flop_counter(ffn):
+    model = TextClassifier(**TINY, ffn=ffn, attention_impl="explicit", dropout=0.0).eval()
+    ids = torch.randint(1, 50, (3, 8))
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model.model.encoder(ids)
+    assert counter.get_total_flops() == forward_flops(model.config, batch_size=3, length=8)
+
+
+def test_nan_loss_raises_naming_the_step():
+    model = _with_trainer(TextClassifier(**TINY), global_step=7)
+    with torch.no_grad():
+        model.model.head.proj.weight[0, 0] = float("nan")
+    batch = {
+        "input_ids": torch.randint(1, 50, (2, 8)),
+        "attention_mask": torch.ones(2, 8, dtype=torch.bool),
+        "labels": torch.tensor([0, 2]),
+    }
+    with pytest.raises(FloatingPointError, match=r"loss is nan at step 7; lower --model\.lr"):
+        model.training_step(batch, 0)
+
+
+# --- Checkpoints written by the CLI (tests/conftest.py: tiny_run) -------------------------------
+
+
+def _plain(value) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str | int) and _plain(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, bool | int | float | str | torch.Tensor)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["last.ckpt", "best"])
+def test_checkpoint_holds_plain_types_and_the_tokenizer(tiny_run, name):
+    checkpoints = tiny_run.run / "checkpoints"
+    path = next(checkpoints.glob("best-*.ckpt")) if name == "best" else checkpoints / name
+
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+
+    assert _plain(checkpoint["hyper_parameters"])
+    assert _plain(checkpoint["rng_states"])
+    labels = ["business", "entertainment", "politics", "sports", "tech"]
+    assert checkpoint["label_names"] == checkpoint["hyper_parameters"]["label_names"] == labels
+    assert checkpoint["max_length"] == 64
+    tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])
+    assert tokenizer.get_vocab_size() == checkpoint["hyper_parameters"]["vocab_size"]
+    assert tokenizer.encode("the market").ids[0] == tokenizer.token_to_id("[CLS]")
+
+    model = TextClassifier.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    assert model.hparams.d_model == 32
+    assert (model.max_length, model.label_names) == (64, labels)
+    assert model.tokenizer_json == checkpoint["tokenizer_json"]

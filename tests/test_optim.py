@@ -1,0 +1,110 @@
+"""AdamW parameter groups and the warmup-then-cosine schedule (tscratch/optim.py)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from tscratch.config import EncoderConfig
+from tscratch.model import TransformerClassifier
+from tscratch.optim import parameter_groups, resolve_warmup, warmup_cosine
+
+# Projection matrices (attention, feed-forward, head) are the only decayed parameters.
+DECAYED = {
+    "encoder.layers.0.attn.qkv.weight",
+    "encoder.layers.0.attn.out_proj.weight",
+    "encoder.layers.0.ff.fc1.weight",
+    "encoder.layers.0.ff.fc2.weight",
+    "head.proj.weight",
+}
+
+
+def test_warmup_rises_linearly_to_the_peak_at_warmup_end():
+    factor = warmup_cosine(total_steps=100, warmup=10, min_ratio=0.1)
+    rise = [factor(step) for step in range(11)]
+
+    assert rise == pytest.approx([(step + 1) / 11 for step in range(10)] + [1.0])
+    assert max(factor(step) for step in range(101)) == factor(10) == 1.0
+
+
+def test_cosine_decays_to_min_lr_at_the_last_step():
+    factor = warmup_cosine(total_steps=100, warmup=10, min_ratio=0.1)
+    decay = [factor(step) for step in range(10, 101)]
+
+    assert all(a > b for a, b in itertools.pairwise(decay))  # strictly decreasing
+    assert factor(55) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway: half of the way down
+    assert factor(10 + 90 // 3) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 3)))
+    assert factor(100) == pytest.approx(0.1)  # after the last of 100 optimizer steps
+    assert factor(99) > 0.1
+    assert factor(150) == pytest.approx(0.1)  # past the end it stays at min_lr
+
+
+def test_no_warmup_starts_at_the_peak():
+    factor = warmup_cosine(total_steps=10, warmup=0, min_ratio=0.0)
+    assert factor(0) == 1.0
+    assert factor(10) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize(
+    ("warmup", "total", "expected"), [(0.1, 100, 10), (0.25, 10, 2), (0.0, 50, 0), (7, 100, 7)]
+)
+def test_resolve_warmup_int_is_steps_float_is_fraction(warmup, total, expected):
+    assert resolve_warmup(warmup, total) == expected
+
+
+@pytest.mark.parametrize("fraction", [1.0, 1.5, -0.1])
+def test_resolve_warmup_rejects_bad_fractions(fraction):
+    with pytest.raises(
+        ValueError,
+        match=rf"warmup_steps \({fraction}\) as a fraction must be in \[0, 1\); pass an int",
+    ):
+        resolve_warmup(fraction, 100)
+
+
+def test_resolve_warmup_rejects_negative_steps():
+    with pytest.raises(ValueError, match=r"warmup_steps \(-3\) must be >= 0"):
+        resolve_warmup(-3, 100)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"position": "learned", "norm": "layernorm", "ffn": "relu"},
+        {"position": "t5", "norm": "rmsnorm", "ffn": "swiglu"},
+        {"position": "sinusoidal", "norm": "layernorm", "ffn": "gelu", "norm_first": True},
+    ],
+    ids=["learned-layernorm", "t5-rmsnorm", "sinusoidal-prenorm"],
+)
+def test_only_projection_matrices_are_decayed(changes):
+    config = EncoderConfig(
+        vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=16,
+        embedding_norm=True, type_vocab_size=2, **changes,
+    )  # fmt: skip
+    model = TransformerClassifier(config, num_classes=3)
+    names = {id(p): n for n, p in model.named_parameters()}
+
+    decayed, undecayed = parameter_groups(model, weight_decay=0.01)
+
+    assert (decayed["weight_decay"], undecayed["weight_decay"]) == (0.01, 0.0)
+    assert {names[id(p)] for p in decayed["params"]} == DECAYED
+    grouped = [id(p) for group in (decayed, undecayed) for p in group["params"]]
+    assert sorted(grouped) == sorted(names)  # every parameter in exactly one group
+    undecayed_names = {names[id(p)] for p in undecayed["params"]}
+    assert {"encoder.tok_emb.weight", "encoder.type_emb.weight"} <= undecayed_names
+    if changes["position"] == "learned":
+        assert "encoder.positions.weight" in undecayed_names
+    if changes["position"] == "t5":
+        assert "encoder.positions.embedding.weight" in undecayed_names
+
+
+def test_frozen_parameters_are_left_out():
+    config = EncoderConfig(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    model = TransformerClassifier(config, num_classes=3)
+    model.encoder.tok_emb.weight.requires_grad_(False)
+
+    grouped = {id(p) for group in parameter_groups(model, 0.1) for p in group["params"]}
+
+    assert id(model.encoder.tok_emb.weight) not in grouped
+    assert len(grouped) == sum(1 for p in model.parameters() if p.requires_grad)
