@@ -44,10 +44,13 @@ def test_every_cell_has_all_impls_with_positive_numbers(report: dict) -> None:
         assert r["flops"] > 0 and r["flops_per_s"] > 0 and r["peak_fraction"] > 0
 
 
-def test_memory_subprocesses_report_positive_peaks(report: dict) -> None:
+def test_memory_subprocess_reports_a_positive_peak(report: dict) -> None:
+    # --smoke measures only tscratch, train, fp32: one subprocess keeps the test fast.
     measured = [r for r in report["records"] if "peak_memory_bytes" in r]
-    assert {r["impl"] for r in measured} == IMPLS
-    assert all(r["peak_memory_bytes"] > 0 for r in measured)
+    assert [(r["impl"], r["mode"], r["precision"]) for r in measured] == [
+        ("tscratch", "train", "fp32")
+    ]
+    assert measured[0]["peak_memory_bytes"] > 0
 
 
 def test_ratios_and_targets(report: dict) -> None:

@@ -86,7 +86,8 @@ def test_help_lists_model_options_with_their_docs(run_script, tmp_path):
 
     assert proc.returncode == 0, proc.stderr[-4000:]
     help_text = re.sub(r"\s+", " ", proc.stdout)
-    assert "--model.d_model D_MODEL width of the residual stream. (type: int, default: 256)" in (
+    # The default shown is default.yaml's (loaded before any --config), not the class's 256.
+    assert "--model.d_model D_MODEL width of the residual stream. (type: int, default: 128)" in (
         help_text
     )
     assert "--ckpt_path CKPT_PATH Resume from this checkpoint; 'last'" in help_text

@@ -28,11 +28,20 @@ from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from tscratch.callbacks import GracefulStop
+from tscratch.checkpointing import (
+    CheckpointError,
+    newest_valid_checkpoint,
+    read_checkpoint,
+)
 from tscratch.data import TextClassificationData
+from tscratch.errors import USER_ERRORS, check_position_table, check_resume, report
 from tscratch.module import TextClassifier
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
+# Loaded before any --config file or flag, which override it (see README).
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "scripts" / "configs" / "default.yaml"
 
 
 class LatestCheckpoint(ModelCheckpoint):
@@ -142,18 +151,26 @@ def resolve_ckpt_path(ckpt_path: str | None, root: Path) -> tuple[str | None, in
     if ckpt_path is None:
         return None, None
     if ckpt_path == "last":
-        found = sorted(root.glob(f"{RUNS}/version_*/checkpoints/last.ckpt"), key=_mtime)
-        if not found:
+        # Any run's checkpoint, newest first, skipping broken ones (warned): a torn or corrupt
+        # last.ckpt falls back to the run's best-*.ckpt or an older run's last.ckpt.
+        candidates = list(root.glob(f"{RUNS}/version_*/checkpoints/*.ckpt"))
+        found = newest_valid_checkpoint(candidates)
+        if found is None:
+            if candidates:
+                raise CheckpointError(
+                    f"--ckpt_path last: none of the {len(candidates)} checkpoints under "
+                    f"{root / RUNS} can be resumed (see the warnings above)"
+                )
             log.info("no checkpoint under %s yet: starting a new run", root / RUNS)
             return None, None
-        path = found[-1]
+        path, state = found
     else:
         path = Path(ckpt_path)
         if not path.is_file():
             raise FileNotFoundError(
                 f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'"
             )
-    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        state = read_checkpoint(path)
     log.info("resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"])
     run = path.parent.parent
     version = None
@@ -162,22 +179,21 @@ def resolve_ckpt_path(ckpt_path: str | None, root: Path) -> tuple[str | None, in
     return str(path), version
 
 
-def _mtime(path: Path) -> float:
-    return path.stat().st_mtime
-
-
 def trainer_defaults() -> dict[str, Any]:
     return {
         "max_epochs": 10,
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 10,
         "use_distributed_sampler": False,  # the data module shards its own length buckets
+        # Atomic, fsynced checkpoint files and data-only loads (a class path: config.yaml shows it).
+        "plugins": [{"class_path": "tscratch.checkpointing.SafeCheckpointIO"}],
         "callbacks": [
             LearningRateMonitor(logging_interval="step"),
             # "lengths" are real (non-pad) tokens: train/lengths_per_sec is tokens/s.
             ThroughputMonitor(
                 batch_size_fn=lambda b: len(b["labels"]), length_fn=_num_tokens, window_size=20
             ),
+            GracefulStop(),  # Ctrl-C / SIGTERM: finish the step, save last.ckpt, exit 130 / 143
         ],
     }
 
@@ -195,18 +211,34 @@ def main(args: list[str] | None = None) -> int:
             seed_everything_default=0,  # what `true` means, without Lightning's "No seed found"
             trainer_defaults=trainer_defaults(),
             save_config_kwargs={"overwrite": True},
-            parser_kwargs={"default_config_files": []},
+            parser_kwargs={"default_config_files": [str(DEFAULT_CONFIG)]},
         )
         config, trainer = cli.config, cli.trainer
+        # Before fit: a bad combination fails here, before the run folder or any file is written.
+        hp = cli.model.hparams
+        check_position_table(hp.position, hp.max_len, cli.datamodule.max_length)
+        check_resume(hp, config.ckpt_path)
         trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
             trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best)
+            _log_final_metrics(trainer)
             _summary(trainer, best)
-    except (ValueError, FileNotFoundError, FloatingPointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as error:  # bad input: one line, exit 2; anything else is a bug
+        return report(error)
     return 0
+
+
+def _log_final_metrics(trainer) -> None:
+    """Fill the HPARAMS tab's figures: best validation accuracy, test accuracy and F1."""
+    if trainer.logger is None:
+        return
+    metrics = trainer.callback_metrics
+    final = {"hp/test_acc": metrics.get("test/acc"), "hp/test_f1": metrics.get("test/f1")}
+    final["hp/best_val_acc"] = trainer.checkpoint_callback.best_model_score
+    final = {k: float(v) for k, v in final.items() if v is not None}
+    trainer.logger.log_metrics(final, step=trainer.global_step)
+    trainer.logger.save()
 
 
 def _summary(trainer, best: str | None) -> None:

@@ -144,7 +144,10 @@ class TextClassificationData(L.LightningDataModule):
         _check_args(
             val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model
         )
-        self.save_hyperparameters()
+        # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
+        # often smaller, and Lightning refuses to log two hparams of one name that differ.
+        self.save_hyperparameters(ignore=["vocab_size"])
+        self._target_vocab_size = vocab_size
         self._cache_dir = cache_dir or default_cache_dir()
         self._max_length = max_length
         self._eval_batch_size = eval_batch_size or 2 * batch_size
@@ -200,7 +203,7 @@ class TextClassificationData(L.LightningDataModule):
                 texts = column(splits.train, "text")
                 limit = char_limit(self._max_length)
                 tokenizer = cached_tokenizer(
-                    texts, hp.tokenizer_model, hp.vocab_size, limit, self._cache_dir
+                    texts, hp.tokenizer_model, self._target_vocab_size, limit, self._cache_dir
                 )
             self._prepared = _Prepared(splits, tokenizer)
         return self._prepared
@@ -268,6 +271,8 @@ class TextClassificationData(L.LightningDataModule):
             collate_fn=PadCollator(self.pad_id),
             num_workers=self.hparams.num_workers,
             persistent_workers=self.hparams.num_workers > 0,
+            # Its own generator: iter() then leaves the global RNG (dropout) untouched.
+            generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
     def _eval_dataloader(self, name: Literal["validation", "test"]) -> DataLoader:
@@ -281,6 +286,7 @@ class TextClassificationData(L.LightningDataModule):
             sampler=order,
             collate_fn=PadCollator(self.pad_id),
             num_workers=self.hparams.num_workers,
+            generator=torch.Generator().manual_seed(self.hparams.seed),
         )
 
     def val_dataloader(self) -> DataLoader:

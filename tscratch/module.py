@@ -15,7 +15,6 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.data import DataLoader
 from torchmetrics import MetricCollection
 from torchmetrics.classification import (
     MulticlassAccuracy,
@@ -55,6 +54,10 @@ class TextClassifier(L.LightningModule):
         scale_embeddings: multiply token embeddings by sqrt(d_model).
         embedding_norm: normalize the summed embeddings (BERT).
         attention_impl: sdpa (fused kernels) or explicit (readable matmul-softmax-matmul).
+        type_vocab_size: token-type (segment) embeddings as in BERT; 0 disables them.
+        rope_base: base of the rotary frequencies (position rope).
+        t5_num_buckets: relative-position buckets of the T5 bias (position t5).
+        t5_max_distance: distance beyond which the T5 bias uses one bucket (position t5).
         pooling: cls (first token) or mean (mask-aware mean).
         lr: peak learning rate of AdamW.
         weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
@@ -87,6 +90,10 @@ class TextClassifier(L.LightningModule):
         scale_embeddings: bool = True,
         embedding_norm: bool = False,
         attention_impl: AttentionImpl = "sdpa",
+        type_vocab_size: int = 0,
+        rope_base: float = 10000.0,
+        t5_num_buckets: int = 32,
+        t5_max_distance: int = 128,
         pooling: Literal["cls", "mean"] = "cls",
         lr: float = 1e-4,
         weight_decay: float = 0.01,
@@ -184,8 +191,9 @@ class TextClassifier(L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.logger is not None:
-            # Registers the final metrics next to the hyperparameters (TensorBoard's HPARAMS tab).
-            metrics = {"val/acc": 0.0, "val/f1": 0.0, "test/acc": 0.0, "test/f1": 0.0}
+            # Registers the run's final figures next to its hyperparameters (TensorBoard's
+            # HPARAMS tab) under their own tags, so the val/ and test/ curves get no fake point.
+            metrics = {"hp/best_val_acc": 0.0, "hp/test_acc": 0.0, "hp/test_f1": 0.0}
             self.logger.log_hyperparams(self.hparams, metrics)
 
     def on_validation_epoch_start(self) -> None:
@@ -249,11 +257,8 @@ class TextClassifier(L.LightningModule):
         if states and len(states) == 1 and hasattr(loader, "load_state_dict"):
             loader.load_state_dict(states[0])
         self._loader_states_to_restore = None
-        # A DataLoader without a generator draws its worker base seed from the global RNG at
-        # every iter(): on a mid-epoch resume that draw lands after the RNG restore below and
-        # shifts every later dropout mask. Its own generator leaves the global RNG alone.
-        if isinstance(loader, DataLoader) and loader.generator is None:
-            loader.generator = torch.Generator()
+        # The data module's loaders carry their own generator: a DataLoader without one draws
+        # from the global RNG at every iter(), which would land after the restore below.
         if self._rng_to_restore is not None:
             _set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None

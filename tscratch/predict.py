@@ -16,7 +16,9 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from tscratch.checkpointing import read_checkpoint
 from tscratch.data import encode_texts
+from tscratch.errors import USER_ERRORS, report
 from tscratch.module import TextClassifier
 
 
@@ -27,6 +29,9 @@ class Predictor:
         path = Path(ckpt_path)
         if not path.is_file():
             raise FileNotFoundError(f"--ckpt_path {ckpt_path}: no such file")
+        # One clear line for a torn, corrupt or code-carrying file (Lightning's load would give a
+        # page of torch advice); the weights are then read again, as data only, by Lightning.
+        read_checkpoint(path)
         self.model = TextClassifier.load_from_checkpoint(
             path, map_location=device, weights_only=True
         ).eval()
@@ -49,7 +54,9 @@ class Predictor:
                 yield {
                     "text": text,
                     "label": self.labels[best],
-                    "probabilities": {name: round(q, 6) for name, q in zip(self.labels, p)},
+                    "probabilities": {
+                        name: round(q, 6) for name, q in zip(self.labels, p, strict=True)
+                    },
                 }
 
 
@@ -82,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         predictor = Predictor(args.ckpt_path, args.device)
         for result in predictor.predict(texts, args.batch_size):
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as error:  # bad input: one line, exit 2; anything else is a bug
+        return report(error)
     return 0

@@ -112,8 +112,10 @@ class ResumableDataLoader(DataLoader):
 
     ``state_dict()`` holds the epoch and the number of batches this loader has yielded in it,
     counted in the main process (worker prefetching does not count). Lightning saves it in
-    checkpoints and, on a mid-epoch restart, calls ``load_state_dict()`` before iterating; the
-    next epoch iterated then skips the consumed batches without loading them. Lightning fetches
+    checkpoints; on a mid-epoch restart ``load_state_dict()`` must run before iterating (the
+    LightningModule does it at train start, since Lightning's own call comes too late when
+    ``configure_optimizers`` has already built the loader); the next epoch iterated then skips
+    the consumed batches without loading them. Lightning fetches
     batches of a sized loader one at a time (no look-ahead), so the count equals the number of
     batches trained on when a checkpoint is written at the end of a training step.
 

@@ -10,6 +10,8 @@ grouped by exact text, so a duplicated article never sits on both sides of the t
 
 from __future__ import annotations
 
+import codecs
+import glob
 import logging
 import random
 from collections.abc import Sequence
@@ -19,6 +21,7 @@ from typing import Any
 
 import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Value
+from datasets.exceptions import DatasetGenerationError
 
 logger = logging.getLogger(__name__)
 
@@ -95,22 +98,22 @@ def load_source(
                 f"dataset={dataset!r} needs data_files=PATH (or a dict of split: PATH)"
             )
         _check_files_exist(data_files)
-        return datasets.load_dataset(dataset, data_files=data_files, cache_dir=cache_dir)
+        return _load_local(dataset, _flat(data_files), cache_dir, data_files=data_files)
     path = Path(dataset).expanduser()
     if path.exists():
         return _load_path(path, cache_dir)
     if Path(dataset).suffix in LOCAL_FORMATS or dataset.startswith((".", "/", "~")):
-        raise ValueError(f"data file {dataset!r} does not exist; check the path")
+        raise ValueError(
+            f"data file {dataset!r} does not exist; check the path, or use dataset='bbc_news'"
+        )
     return _load_hub(dataset, name, cache_dir)
 
 
 def _check_files_exist(data_files: str | list[str] | dict[str, str | list[str]]) -> None:
-    groups = data_files.values() if isinstance(data_files, dict) else [data_files]
-    for group in groups:
-        for file in [group] if isinstance(group, str) else group:
-            # Globs and URLs are load_dataset's business; only plain paths can be checked here.
-            if not any(c in file for c in "*?[") and "://" not in file and not Path(file).exists():
-                raise ValueError(f"data file {file!r} does not exist; check data_files")
+    for file in _flat(data_files):
+        # Globs and URLs are load_dataset's business; only plain paths can be checked here.
+        if not _is_glob(file) and "://" not in file and not Path(file).exists():
+            raise ValueError(f"data file {file!r} does not exist; check data_files")
 
 
 def _load_path(path: Path, cache_dir: str | None) -> DatasetDict:
@@ -122,9 +125,71 @@ def _load_path(path: Path, cache_dir: str | None) -> DatasetDict:
             f"use files ending in {sorted(LOCAL_FORMATS)}, all of one format"
         )
     fmt = formats.pop()
+    names = [str(f) for f in files if f.suffix in LOCAL_FORMATS]
     if path.is_dir():  # load_dataset then infers splits from names such as train.csv / test.csv
-        return datasets.load_dataset(fmt, data_dir=str(path), cache_dir=cache_dir)
-    return datasets.load_dataset(fmt, data_files=str(path), cache_dir=cache_dir)
+        return _load_local(fmt, names, cache_dir, data_dir=str(path))
+    return _load_local(fmt, names, cache_dir, data_files=str(path))
+
+
+def _load_local(fmt: str, files: list[str], cache_dir: str | None, **where: Any) -> DatasetDict:
+    """``load_dataset(fmt, **where)``; text that is not UTF-8 is read with U+FFFD and a warning."""
+    options = {}
+    if fmt != "parquet" and (bad := _non_utf8(files)):
+        for file, offset, byte in bad:
+            logger.warning(
+                "%s is not UTF-8 (byte 0x%02x at offset %d): undecodable bytes read as U+FFFD; "
+                "re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8) to keep those characters",
+                file, byte, offset,
+            )  # fmt: skip
+        # "utf8", not "utf-8": the json builder applies encoding_errors only to other spellings.
+        options = {"encoding": "utf8", "encoding_errors": "replace"}
+    try:
+        return datasets.load_dataset(fmt, cache_dir=cache_dir, **where, **options)
+    except (ValueError, DatasetGenerationError) as err:  # the parsers' errors name no file
+        source, cause = next(iter(where.values())), _innermost(err)
+        if "corresponds to no data" in str(cause):
+            raise ValueError(f"{source!r} holds no data rows; add rows below the header") from err
+        raise ValueError(f"could not read {source!r} as {fmt}: {cause}; check the file") from err
+
+
+def _flat(data_files: str | list[str] | dict[str, str | list[str]]) -> list[str]:
+    groups = data_files.values() if isinstance(data_files, dict) else [data_files]
+    return [file for group in groups for file in ([group] if isinstance(group, str) else group)]
+
+
+def _is_glob(file: str) -> bool:
+    return any(c in file for c in "*?[")
+
+
+def _non_utf8(files: list[str]) -> list[tuple[str, int, int]]:
+    """(file, offset, byte) of the first undecodable byte of each file that is not UTF-8."""
+    found = []
+    paths = [p for f in files for p in (glob.glob(f, recursive=True) if _is_glob(f) else [f])]
+    for file in paths:
+        if not Path(file).is_file():
+            continue  # a URL: load_dataset's business
+        decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 20):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as err:
+                    found.append((file, offset + err.start, chunk[err.start]))
+                    break
+                offset += len(chunk)
+            else:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    found.append((file, offset - 1, 0))  # cut inside a multi-byte character
+    return found
+
+
+def _innermost(err: BaseException) -> BaseException:
+    """The root of ``err``'s chain of causes: the parser's own error, not its wrappers."""
+    while (inner := err.__cause__ or err.__context__) is not None:
+        err = inner
+    return err
 
 
 def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetDict:
@@ -133,7 +198,8 @@ def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetD
     except Exception as err:  # offline, unknown id, gated repo...: all mean "use something else"
         raise ValueError(
             f"could not load dataset {dataset!r} from the Hugging Face hub "
-            f"({type(err).__name__}); pass a local .csv/.json/.parquet path or dataset='bbc_news'"
+            f"({type(err).__name__}; no local file or folder of that name either); pass a local "
+            f".csv/.json/.parquet path or dataset='bbc_news'"
         ) from err
     if not isinstance(loaded, DatasetDict):
         raise ValueError(f"dataset {dataset!r} did not load as a dict of splits; pass a split dict")
@@ -214,9 +280,15 @@ def _clean_rows(ds: Dataset, text_col: str, label_col: str, split: str) -> tuple
         if text is not None and text.strip() and label is not None
     ]
     if dropped := len(ds) - len(keep):
-        logger.warning("Dropped %d %s rows with empty text or no label", dropped, split)
+        logger.warning(
+            "Dropped %d %s rows with empty text or no label (%d of %d rows left)",
+            dropped, split, len(keep), len(ds),
+        )  # fmt: skip
     if not keep:
-        raise ValueError(f"the {split} split has no rows with text and a label")
+        raise ValueError(
+            f"the {split} split has no rows with text and a label ({len(ds)} rows, all with an "
+            f"empty {text_col!r} or no {label_col!r}); fix the data or set text_column/label_column"
+        )
     texts, labels = zip(*keep, strict=True)
     return list(texts), list(labels)
 

@@ -72,10 +72,15 @@ def train_tokenizer(
 
 def load_tokenizer(path: str) -> Tokenizer:
     """Loads a ``tokenizer.json``; it must define a ``[PAD]`` token."""
+    fix = "pass a tokenizer.json saved by `tokenizers`, or drop tokenizer to train one"
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"{path!r} is not a readable tokenizer.json (no such file); {fix}")
     try:
-        tokenizer = Tokenizer.from_file(str(Path(path).expanduser()))
-    except Exception as err:  # tokenizers raises a bare Exception on a missing or bad file
-        raise ValueError(f"{path!r} is not a readable tokenizer.json ({err})") from err
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as err:  # tokenizers raises a bare Exception on a bad file
+        reason = " ".join(str(err).split())
+        raise ValueError(f"{path!r} is not a readable tokenizer.json ({reason}); {fix}") from err
     if tokenizer.token_to_id("[PAD]") is None:
         raise ValueError(
             f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one"
