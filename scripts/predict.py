@@ -1,4 +1,4 @@
-"""Label texts with a trained checkpoint: `python scripts/predict.py --ckpt_path CKPT "some text"`."""
+"""Label texts with a trained checkpoint: `python scripts/predict.py --ckpt_path CKPT "text"`."""
 
 import sys
 

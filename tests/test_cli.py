@@ -140,11 +140,15 @@ def test_resolve_ckpt_path_missing_file(tmp_path):
         resolve_ckpt_path(str(missing), tmp_path)
 
 
+# What resolve_ckpt_path checks a checkpoint for, besides epoch and global_step.
+RESUMABLE = {"state_dict": {}, "loops": {}, "optimizer_states": []}
+
+
 def test_resolve_ckpt_path_last_picks_the_newest_run(tmp_path, caplog):
     for version, step in ((0, 5), (3, 7)):
         path = tmp_path / "lightning_logs" / f"version_{version}" / "checkpoints" / "last.ckpt"
         path.parent.mkdir(parents=True)
-        torch.save({"epoch": 1, "global_step": step}, path)
+        torch.save({"epoch": 1, "global_step": step, **RESUMABLE}, path)
         os.utime(path, (1e9 + version, 1e9 + version))  # version_3 is the newest
     newer = tmp_path / "lightning_logs" / "version_3" / "checkpoints" / "last.ckpt"
 
@@ -155,5 +159,5 @@ def test_resolve_ckpt_path_last_picks_the_newest_run(tmp_path, caplog):
 
 def test_resolve_ckpt_path_file_outside_a_run_gets_a_new_version(tmp_path):
     path = tmp_path / "elsewhere.ckpt"
-    torch.save({"epoch": 0, "global_step": 1}, path)
+    torch.save({"epoch": 0, "global_step": 1, **RESUMABLE}, path)
     assert resolve_ckpt_path(str(path), tmp_path) == (str(path), None)

@@ -169,3 +169,33 @@ def test_checkpoint_holds_plain_types_and_the_tokenizer(tiny_run, name):
     assert model.hparams.d_model == 32
     assert (model.max_length, model.label_names) == (64, labels)
     assert model.tokenizer_json == checkpoint["tokenizer_json"]
+
+
+def test_token_dropout_hides_real_tokens_but_never_the_first():
+    torch.manual_seed(0)
+    module = TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                            token_dropout=0.3)  # fmt: skip
+    mask = torch.ones(64, 128, dtype=torch.bool)
+    mask[:, 100:] = False  # padding stays padding
+
+    dropped = module._drop_tokens(mask)
+
+    assert dropped[:, 0].all()
+    assert not dropped[:, 100:].any()
+    hidden = (mask & ~dropped)[:, 1:100].float().mean().item()
+    assert 0.27 < hidden < 0.33  # about token_dropout of the real tokens
+    assert not (dropped & ~mask).any()
+
+
+def test_token_dropout_off_returns_the_mask_unchanged():
+    module = TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    mask = torch.ones(2, 8, dtype=torch.bool)
+
+    assert module._drop_tokens(mask) is mask
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0])
+def test_token_dropout_out_of_range_is_refused(value):
+    with pytest.raises(ValueError, match=rf"token_dropout \({value}\) must be in \[0, 1\)"):
+        TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                       token_dropout=value)  # fmt: skip

@@ -10,8 +10,11 @@ short summary. What it adds to Lightning's defaults, and why:
 - two checkpoints per run under `lightning_logs/version_N/checkpoints/`: `best-*.ckpt` by
   `val/acc`, and `last.ckpt`, rewritten at every save point whatever the metric (Lightning's own
   `save_last` goes stale when the metric stops improving);
-- `--ckpt_path last` finds the newest `last.ckpt` of any run under `default_root_dir` and keeps
-  logging into that run's folder (Lightning's own `last` only looks in a fresh folder).
+- `--ckpt_path last` finds the newest valid checkpoint of any run under `default_root_dir`
+  (skipping torn or corrupt files with a warning) and keeps logging into that run's folder
+  (Lightning's own `last` only looks in a fresh folder);
+- checkpoints are written atomically and loaded as data only (`tscratch.checkpointing`), and
+  Ctrl-C or SIGTERM saves `last.ckpt` and prints how to resume (`tscratch.callbacks`).
 """
 
 from __future__ import annotations
@@ -25,18 +28,20 @@ from typing import Any
 import lightning as L
 import torch
 from jsonargparse import Namespace
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.callbacks import GracefulStop
 from tscratch.checkpointing import (
     CheckpointError,
+    SafeCheckpointIO,
     newest_valid_checkpoint,
     read_checkpoint,
 )
 from tscratch.data import TextClassificationData
 from tscratch.errors import USER_ERRORS, check_position_table, check_resume, report
 from tscratch.module import TextClassifier
+from tscratch.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
@@ -94,10 +99,6 @@ def default_precision() -> str:
     return "32-true"
 
 
-def _num_tokens(batch: dict[str, torch.Tensor]) -> int:
-    return int(batch["attention_mask"].sum())
-
-
 class TScratchCLI(LightningCLI):
     """LightningCLI with data-to-model links, a resumable checkpoint layout and test-after-fit."""
 
@@ -138,6 +139,14 @@ class TScratchCLI(LightningCLI):
                     save_dir=str(root), name=RUNS, version=version, default_hp_metric=False
                 ),
             )
+        if config.trainer.plugins is None:
+            # Atomic, fsynced checkpoint files and data-only loads. Set here as a class path
+            # (not an instance in trainer_defaults) so that config.yaml records it and reloads.
+            config.trainer.plugins = [
+                Namespace(
+                    class_path=f"{SafeCheckpointIO.__module__}.{SafeCheckpointIO.__qualname__}"
+                )
+            ]
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
             log.info(
@@ -185,14 +194,10 @@ def trainer_defaults() -> dict[str, Any]:
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 10,
         "use_distributed_sampler": False,  # the data module shards its own length buckets
-        # Atomic, fsynced checkpoint files and data-only loads (a class path: config.yaml shows it).
-        "plugins": [{"class_path": "tscratch.checkpointing.SafeCheckpointIO"}],
         "callbacks": [
             LearningRateMonitor(logging_interval="step"),
-            # "lengths" are real (non-pad) tokens: train/lengths_per_sec is tokens/s.
-            ThroughputMonitor(
-                batch_size_fn=lambda b: len(b["labels"]), length_fn=_num_tokens, window_size=20
-            ),
+            # train/device/items_per_sec = real (non-pad) tokens/s; train/device/mfu.
+            TokenThroughput(window_size=20),
             GracefulStop(),  # Ctrl-C / SIGTERM: finish the step, save last.ckpt, exit 130 / 143
         ],
     }

@@ -65,6 +65,8 @@ class TextClassifier(L.LightningModule):
         warmup_steps: linear warmup length: an int step count or a float fraction of all steps.
         min_lr: learning rate at the end of the cosine decay.
         label_smoothing: label smoothing of the cross-entropy loss.
+        token_dropout: fraction of real tokens (never the first) hidden from attention in each
+            training batch, a different draw every step (word dropout, Iyyer et al. 2015).
         compile: compile the model with torch.compile (slower on small CPUs; see README).
     """
 
@@ -101,6 +103,7 @@ class TextClassifier(L.LightningModule):
         warmup_steps: int | float = 0.1,
         min_lr: float = 0.0,
         label_smoothing: float = 0.1,
+        token_dropout: float = 0.0,
         compile: bool = False,
     ) -> None:
         super().__init__()
@@ -113,6 +116,8 @@ class TextClassifier(L.LightningModule):
             raise ValueError(
                 f"label_names has {len(label_names)} names but num_classes is {num_classes}"
             )
+        if not 0.0 <= token_dropout < 1.0:
+            raise ValueError(f"token_dropout ({token_dropout}) must be in [0, 1)")
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
         self.model = TransformerClassifier(self.config, num_classes, pooling=pooling)
         if compile:
@@ -142,10 +147,18 @@ class TextClassifier(L.LightningModule):
     def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
 
+    def _drop_tokens(self, attention_mask: Tensor) -> Tensor:
+        p = self.hparams.token_dropout
+        if p <= 0.0:
+            return attention_mask
+        keep = torch.rand(attention_mask.shape, device=attention_mask.device) >= p
+        keep[:, 0] = True  # [CLS] stays, so no row is ever left empty
+        return attention_mask & keep
+
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
         self.flops_per_batch = 3 * forward_flops(self.config, B, T)
-        logits = self(batch["input_ids"], batch["attention_mask"])
+        logits = self(batch["input_ids"], self._drop_tokens(batch["attention_mask"]))
         loss = self._loss(logits, batch["labels"])
         if not torch.isfinite(loss):
             raise FloatingPointError(
@@ -160,7 +173,10 @@ class TextClassifier(L.LightningModule):
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         logits = self(batch["input_ids"], batch["attention_mask"])
         labels = batch["labels"]
-        self.log("val/loss", self._loss(logits, labels), prog_bar=True, batch_size=len(labels))
+        # sync_dist: under DDP the epoch value is averaged over ranks, not rank 0's alone (the
+        # torchmetrics objects sync themselves); it costs one all-reduce per epoch.
+        loss = self._loss(logits, labels)
+        self.log("val/loss", loss, prog_bar=True, batch_size=len(labels), sync_dist=True)
         self.val_metrics.update(logits, labels)
         self.val_confusion.update(logits, labels)
         self.log_dict(self.val_metrics, prog_bar=True, batch_size=len(labels))
@@ -172,7 +188,7 @@ class TextClassifier(L.LightningModule):
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         logits = self(batch["input_ids"], batch["attention_mask"])
         labels = batch["labels"]
-        self.log("test/loss", self._loss(logits, labels), batch_size=len(labels))
+        self.log("test/loss", self._loss(logits, labels), batch_size=len(labels), sync_dist=True)
         self.test_metrics.update(logits, labels)
         self.log_dict(self.test_metrics, batch_size=len(labels))
 

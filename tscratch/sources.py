@@ -177,11 +177,6 @@ def _non_utf8(files: list[str]) -> list[tuple[str, int, int]]:
                     found.append((file, offset + err.start, chunk[err.start]))
                     break
                 offset += len(chunk)
-            else:
-                try:
-                    decoder.decode(b"", final=True)
-                except UnicodeDecodeError:
-                    found.append((file, offset - 1, 0))  # cut inside a multi-byte character
     return found
 
 

@@ -1,0 +1,424 @@
+"""Bad input ends the real scripts with one line, exit code 2, no traceback, and nothing of an
+earlier run touched; input tscratch can repair (empty rows, non-UTF-8 bytes, huge documents) is
+repaired with a warning and training goes on.
+
+Every script runs in a subprocess (~5 s each, mostly imports), hence the slow marks.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from tscratch.errors import check_position_table, check_resume, one_line
+from tscratch.sources import load_source
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_YAML = REPO / "scripts" / "configs" / "tiny.yaml"
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+class PoisonWeights(L.Callback):
+    """Test-only fault: fills one weight with NaN before the batch at ``at_step``.
+
+    Passed to fit.py as `--trainer.callbacks+=test_errors.PoisonWeights` (with this folder on
+    PYTHONPATH), so the NaN check of the real module fires at a known step.
+    """
+
+    def __init__(self, at_step: int = 0) -> None:
+        self.at_step = at_step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.at_step:
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def rows(n: int, labels: tuple[str, ...] = ("neg", "pos")) -> list[tuple[str, str]]:
+    """``n`` distinct short texts with labels cycling through ``labels``."""
+    return [
+        (f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} {WORDS[(i * 7) % 10]} row {i}", labels[i % 2])
+        for i in range(n)
+    ]
+
+
+def write_csv(path: Path, data: list[tuple[str, str]], header=("text", "label")) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(data)
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under ``folder``: modification time (ns) and bytes."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def error_line(proc: subprocess.CompletedProcess) -> str:
+    """The last stderr line, after checking the run failed cleanly: exit 2, no traceback."""
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    return proc.stderr.rstrip("\n").splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def script(shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable:
+    """Runs `scripts/<name> args...`: offline, one thread, caches and $HOME in tmp.
+
+    Unlike conftest's `run_script`, it can measure the child's peak RSS (`rss=True` wraps it in
+    a Python that reports `RUSAGE_CHILDREN`) and puts this folder on PYTHONPATH for
+    `PoisonWeights`.
+    """
+    env = dict(
+        os.environ,
+        TSCRATCH_CACHE=str(shared_cache),
+        HOME=str(tmp_path_factory.mktemp("home")),
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        PYTHONPATH=os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+    )
+    env.pop("TSCRATCH_DEBUG", None)
+
+    def run(name: str, *args: object, cwd: Path, rss: bool = False, timeout: float = 300):
+        command = [sys.executable, str(REPO / "scripts" / name), *map(str, args)]
+        if rss:
+            measure = (
+                "import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+                "print('maxrss_kb', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+                "file=sys.stderr); sys.exit(code)"
+            )
+            command = [sys.executable, "-c", measure, *command]
+        return subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+
+    return run
+
+
+def make_earlier_run(root: Path) -> Path:
+    """Puts an earlier run (`version_0`, fake files: never trained on) under ``root``."""
+    run = root / "lightning_logs" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"earlier run's checkpoint")
+    (run / "config.yaml").write_text("model:\n  d_model: 32\n")
+    (run / "events.out.tfevents.1.host.1.0").write_bytes(b"\x00" * 16)
+    return root
+
+
+def splits(folder: Path, **named: list[tuple[str, str]]) -> Path:
+    """A dataset folder with its own splits: one CSV per keyword (train=..., validation=...)."""
+    for split, data in named.items():
+        write_csv(folder / f"{split}.csv", data)
+    return folder
+
+
+# --- failures before training: one table, run two at a time --------------------------------
+
+# Failures before training: (fit.py arguments, given a fresh folder for input files; the whole
+# error line, as a regex). They run two at a time (imports dominate: ~5 s each) before the tests
+# that check them.
+FIT_ERRORS: dict[str, tuple[Callable[[Path], list[object]], str]] = {
+    "missing_data_file": (
+        lambda d: ["--data.dataset", d / "nope.csv"],
+        r"error: data file '.*/nope\.csv' does not exist; check the path, or use "
+        r"dataset='bbc_news'",
+    ),
+    "hub_dataset_unreachable_offline": (
+        lambda d: ["--data.dataset", "some_user/nonexistent_ds"],
+        r"error: could not load dataset 'some_user/nonexistent_ds' from the Hugging Face hub "
+        r"\(\w+; no local file or folder of that name either\); pass a local "
+        r"\.csv/\.json/\.parquet path or dataset='bbc_news'",
+    ),
+    "text_column_missing": (
+        lambda d: [
+            "--data.dataset",
+            write_csv(d / "a.csv", rows(40)),
+            "--data.text_column",
+            "body",
+        ],
+        r"error: text_column 'body' not found; available columns: \['text', 'label'\]",
+    ),
+    "label_column_not_found": (
+        lambda d: ["--data.dataset", write_csv(d / "a.csv", rows(40), header=("text", "y"))],
+        r"error: cannot guess the label column from \['text', 'y'\]; set label_column to one of "
+        r"them",
+    ),
+    "only_empty_texts": (
+        lambda d: ["--data.dataset", write_csv(d / "a.csv", [("", "neg"), ("  ", "pos")] * 10)],
+        r"error: the train split has no rows with text and a label \(20 rows, all with an empty "
+        r"'text' or no 'label'\); fix the data or set text_column/label_column",
+    ),
+    "split_empty_after_dropping_empty_texts": (
+        lambda d: ["--data.dataset", splits(d, train=rows(40), validation=[("", "neg")] * 2)],
+        r"error: the validation split has no rows with text and a label \(2 rows, .*",
+    ),
+    "validation_label_unseen_in_training": (
+        lambda d: [
+            "--data.dataset",
+            splits(d, train=rows(40), validation=[*rows(6), ("news", "sports")], test=rows(6)),
+        ],
+        r"error: label 'sports' in the validation split never occurs in the training split "
+        r"\(training labels: \['neg', 'pos'\]\); fix the data or merge the splits",
+    ),
+    "not_a_tokenizer": (
+        lambda d: ["--data.tokenizer", write_text(d / "notatokenizer.json", '{"hello": 1}')],
+        r"error: '.*/notatokenizer\.json' is not a readable tokenizer\.json \(.+\); pass a "
+        r"tokenizer\.json saved by `tokenizers`, or drop tokenizer to train one",
+    ),
+    "d_model_not_divisible_by_num_heads": (
+        lambda d: ["--model.d_model", "30"],
+        r"error: d_model \(30\) must be divisible by num_heads \(4\)",
+    ),
+    "max_length_beyond_the_position_table": (
+        lambda d: ["--model.max_len", "32", "--data.max_length", "64"],
+        r"error: data\.max_length \(64\) exceeds model\.max_len \(32\) of the sinusoidal "
+        r"position table; set --model\.max_len 64 or --data\.max_length 32",
+    ),
+    "missing_checkpoint": (
+        lambda d: ["--ckpt_path", d / "nope.ckpt"],
+        r"error: --ckpt_path .*/nope\.ckpt: no such file; pass a \.ckpt path or 'last'",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def fit_errors(script, request, tmp_path_factory) -> dict[str, tuple[Path, dict, Future]]:
+    """Starts the selected FIT_ERRORS cases, two at a time; each in a root with an earlier run.
+
+    Returns, per case, the root, its snapshot before the run and the future process.
+    """
+    selected = {
+        item.callspec.params["case"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_fit_fails_cleanly"
+    }
+    started = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for case in sorted(selected):
+            prepare, _ = FIT_ERRORS[case]
+            folder = tmp_path_factory.mktemp(case)
+            root = make_earlier_run(folder / "root")
+            args = prepare(folder / "input")
+            command = ["--config", TINY_YAML, "--trainer.default_root_dir", root, *args]
+            started[case] = (
+                root,
+                snapshot(root),
+                pool.submit(script, "fit.py", *command, cwd=root),
+            )
+        yield started
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FIT_ERRORS)
+def test_fit_fails_cleanly(case, fit_errors):
+    """One error line, exit 2, no traceback; the earlier run untouched and no new run folder."""
+    root, before, future = fit_errors[case]
+    line = error_line(future.result())
+    assert re.fullmatch(FIT_ERRORS[case][1], line), line
+    assert sorted(p.name for p in (root / "lightning_logs").iterdir()) == ["version_0"]
+    assert snapshot(root) == before
+
+
+def fit_ok(script, root: Path, *args: object, **kwargs) -> subprocess.CompletedProcess:
+    """One fast_dev_run step of fit.py on the tiny config; must exit 0 without a traceback."""
+    proc = script(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", root,
+        "--trainer.fast_dev_run", "true", *args, cwd=root, **kwargs,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+# --- data -------------------------------------------------------------------------------------
+
+
+def test_missing_data_folder(tmp_path):
+    with pytest.raises(ValueError, match=r"^data file '.*/gone/' does not exist; check the path"):
+        load_source(f"{tmp_path}/gone/")
+
+
+def test_header_only_csv(tmp_path):
+    data = write_csv(tmp_path / "data.csv", [])
+    with pytest.raises(ValueError, match=r"^'.*data\.csv' holds no data rows; add rows below"):
+        load_source(str(data), cache_dir=str(tmp_path / "cache"))
+
+
+@pytest.mark.slow
+def test_rows_without_text_are_dropped_with_a_warning(script, tmp_path):
+    data = write_csv(tmp_path / "data.csv", [*rows(60), ("", "neg"), ("   ", "pos"), ("x", "")])
+    proc = fit_ok(script, tmp_path, "--data.dataset", data)
+    assert "Dropped 3 train rows with empty text or no label (60 of 63 rows left)\n" in proc.stdout
+
+
+@pytest.mark.slow
+def test_non_utf8_csv_is_read_with_a_warning(script, tmp_path):
+    data = tmp_path / "latin1.csv"
+    lines = ["text,label", *(f"{t} caf\xe9 na\xefve,{y}" for t, y in rows(60))]
+    data.write_bytes("\n".join(lines).encode("latin-1"))
+    proc = fit_ok(script, tmp_path, "--data.dataset", data)
+    offset = len("text,label\n" + rows(1)[0][0] + " caf")
+    assert (
+        f"{data} is not UTF-8 (byte 0xe9 at offset {offset}): undecodable bytes read as U+FFFD; "
+        "re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8) to keep those characters\n"
+    ) in proc.stdout
+
+
+def test_non_utf8_jsonl_is_read_with_replacement(tmp_path, caplog):
+    data = tmp_path / "latin1.jsonl"
+    data.write_bytes(b'{"text": "caf\xe9", "label": "a"}\n{"text": "ok", "label": "b"}\n')
+    with caplog.at_level("WARNING", logger="tscratch.sources"):
+        loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"))
+    assert loaded["train"]["text"] == ["caf\ufffd", "ok"]
+    assert f"{data} is not UTF-8 (byte 0xe9 at offset 13)" in caplog.text
+
+
+@pytest.mark.slow
+def test_ten_megabyte_document_is_truncated_in_modest_memory(script, tmp_path):
+    data = write_csv(tmp_path / "data.csv", [(" ".join(WORDS) * 200_000, "neg"), *rows(60)])
+    assert data.stat().st_size > 10_000_000
+    proc = fit_ok(script, tmp_path, "--data.dataset", data, rss=True)
+    peak_mb = int(re.search(r"maxrss_kb (\d+)", proc.stderr).group(1)) / 1024
+    assert peak_mb < 3000, f"peak RSS {peak_mb:.0f} MB"
+
+
+# --- model ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", ["sinusoidal", "learned", "rope", "alibi", "t5", "none"])
+def test_only_position_tables_limit_max_length(position):
+    check_position_table(position, max_len=64, max_length=64)
+    if position in ("sinusoidal", "learned"):
+        match = rf"\(65\) exceeds model\.max_len \(64\) of the {position} position table"
+        with pytest.raises(ValueError, match=match):
+            check_position_table(position, max_len=64, max_length=65)
+    else:
+        check_position_table(position, max_len=64, max_length=4096)
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def earlier_run(tiny_run, tmp_path: Path) -> Path:
+    """A copy of the session's tiny run (d_model 32, 2 layers, 8 steps), mtimes kept."""
+    root = tmp_path / "root"
+    shutil.copytree(tiny_run.root, root)
+    return root
+
+
+@pytest.mark.slow
+def test_resume_with_another_architecture(script, earlier_run):
+    before = snapshot(earlier_run)
+    proc = script(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
+        "--ckpt_path", "last", "--model.d_model", "64", "--model.num_layers", "3",
+        cwd=earlier_run,
+    )  # fmt: skip
+    last = earlier_run / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert error_line(proc) == (
+        f"error: checkpoint {last} was trained with d_model=32, num_layers=2; this run asks "
+        "d_model=64, num_layers=3; resume with the checkpoint's settings (drop the differing "
+        "--model/--data options) or start a new run without --ckpt_path"
+    )
+    assert snapshot(earlier_run) == before
+
+
+def test_resume_check_ignores_training_settings(tmp_path):
+    path = tmp_path / "x.ckpt"
+    trained = {"d_model": 32, "dropout": 0.1, "lr": 1e-3, "label_names": ["a", "b"]}
+    torch.save({"hyper_parameters": trained}, path)
+
+    check_resume({**trained, "dropout": 0.3, "lr": 1.0, "label_names": ("a", "b")}, str(path))
+    with pytest.raises(ValueError, match=r"with label_names=\['a', 'b'\]; this run asks label_n"):
+        check_resume({**trained, "label_names": ["b", "a"]}, str(path))
+
+
+@pytest.mark.slow
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(script, earlier_run):
+    last = earlier_run / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    before = last.read_bytes(), last.stat().st_mtime_ns
+    proc = script(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
+        "--ckpt_path", "last", "--trainer.max_epochs", "2", "--latest.every_n_train_steps", "2",
+        "--trainer.callbacks+=test_errors.PoisonWeights", "--trainer.callbacks.at_step", "9",
+        cwd=earlier_run,
+    )  # fmt: skip
+    assert error_line(proc) == (
+        "error: loss is nan at step 9; lower --model.lr or check the data (the last good "
+        "checkpoint is kept)"
+    )
+    assert (last.read_bytes(), last.stat().st_mtime_ns) == before  # step 8: saved before
+    state = torch.load(last, weights_only=True)
+    assert state["global_step"] == 8
+    assert all(
+        torch.isfinite(t).all() for t in state["state_dict"].values() if t.is_floating_point()
+    )
+
+
+@pytest.mark.slow
+def test_nan_loss_from_a_huge_learning_rate(script, tmp_path):
+    root = make_earlier_run(tmp_path / "root")
+    before = snapshot(root)
+    args = ["--config", TINY_YAML, "--trainer.default_root_dir", root, "--model.lr", "1e30"]
+    line = error_line(script("fit.py", *args, cwd=root))
+    assert re.fullmatch(
+        r"error: loss is (nan|inf) at step \d+; lower --model\.lr or check the data \(the last "
+        r"good checkpoint is kept\)",
+        line,
+    )
+    assert {k: v for k, v in snapshot(root).items() if "version_0" in k} == before
+
+
+# --- predict and the command line -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_predict_without_input(script, tmp_path):
+    proc = script("predict.py", "--ckpt_path", tmp_path / "any.ckpt", cwd=tmp_path)
+    assert error_line(proc) == (
+        "error: no input: pass texts as arguments or --input FILE (one text per line)"
+    )
+
+
+@pytest.mark.slow
+def test_bad_value_type_gets_the_usage_message(script, tmp_path):
+    proc = script("fit.py", "--model.d_model", "abc", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("usage: fit.py")
+    assert "error: Parser key \"model.d_model\":\n  Expected a <class 'int'>. Got value: abc" in (
+        proc.stderr
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_error_lines_fold_line_breaks():
+    assert one_line(ValueError("first\n  second")) == "first second"
