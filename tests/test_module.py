@@ -199,3 +199,14 @@ def test_token_dropout_out_of_range_is_refused(value):
     with pytest.raises(ValueError, match=rf"token_dropout \({value}\) must be in \[0, 1\)"):
         TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
                        token_dropout=value)  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit, imported by dynamo
+def test_compile_keeps_the_plain_state_dict_keys():
+    # torch.compile is applied in place, so checkpoints load into an uncompiled model.
+    kwargs = dict(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    plain = TextClassifier(**kwargs).state_dict()
+    compiled = TextClassifier(**kwargs, compile=True)
+
+    assert list(compiled.state_dict()) == list(plain)
+    TextClassifier(**kwargs).load_state_dict(compiled.state_dict())
