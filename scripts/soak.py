@@ -80,6 +80,7 @@ def main_soak(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     print(f"soak: RSS before training {rss_mb():.1f} MiB; run folder {root}", flush=True)
     RSSMonitor.start = time.monotonic()
+    sys.argv = sys.argv[:1]  # LightningCLI warns when it sees both args and sys.argv
     code = main(fit_args)
     samples = RSSMonitor.samples
     if code or not samples:
