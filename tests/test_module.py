@@ -14,7 +14,8 @@ from tokenizers import Tokenizer
 from torch.utils.flop_counter import FlopCounterMode
 
 from tscratch.config import EncoderConfig
-from tscratch.module import TextClassifier, forward_flops
+from tscratch.model import forward_flops
+from tscratch.module import TextClassifier
 
 TINY = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, d_ff=32, num_layers=2)
 

@@ -178,3 +178,15 @@ class TransformerClassifier(nn.Module):
         )
         logits = self.head(out.last_hidden_state, attention_mask)  # (B, C)
         return ClassifierOutput(logits, out.attentions)
+
+
+def forward_flops(config: EncoderConfig, batch_size: int, length: int) -> int:
+    """Matmul FLOPs of one encoder forward pass (2 per multiply-add), bidirectional attention.
+
+    Per layer and token: QKV and output projections 8 D^2, feed-forward 4 D F (6 D F for GLU
+    variants); per layer: scores and weighted sum 4 T^2 D per sequence.
+    """
+    D, F, L = config.d_model, config.d_ff, config.num_layers
+    ff = 6 * D * F if config.ffn in ("swiglu", "geglu") else 4 * D * F
+    per_token = L * (8 * D * D + ff)
+    return batch_size * (length * per_token + L * 4 * length * length * D)

@@ -23,7 +23,7 @@ from torchmetrics.classification import (
 )
 
 from tscratch.config import FFN, AttentionImpl, EncoderConfig, Norm, Position
-from tscratch.model import TransformerClassifier
+from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.optim import parameter_groups, resolve_warmup, warmup_cosine
 from tscratch.tensorboard import log_validation_pictures
 
@@ -278,18 +278,6 @@ class TextClassifier(L.LightningModule):
         if self._rng_to_restore is not None:
             _set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None
-
-
-def forward_flops(config: EncoderConfig, batch_size: int, length: int) -> int:
-    """Matmul FLOPs of one encoder forward pass (2 per multiply-add), bidirectional attention.
-
-    Per layer and token: QKV and output projections 8 D^2, feed-forward 4 D F (6 D F for GLU
-    variants); per layer: scores and weighted sum 4 T^2 D per sequence.
-    """
-    D, F, L = config.d_model, config.d_ff, config.num_layers
-    ff = 6 * D * F if config.ffn in ("swiglu", "geglu") else 4 * D * F
-    per_token = L * (8 * D * D + ff)
-    return batch_size * (length * per_token + L * 4 * length * length * D)
 
 
 def _rng_states() -> dict[str, Any]:
