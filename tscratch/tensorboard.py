@@ -2,7 +2,8 @@
 
 - `confusion`: the validation confusion matrix (torchmetrics draws it);
 - `attention/layer_<i>/mean` and `attention/layer_<i>/heads`: attention weights of every layer
-  for one fixed validation example, head-averaged and per head, tokens on the axes;
+  for the first 40 tokens of one fixed validation example, head-averaged and per head, tokens
+  on the axes;
 - `misclassified`: a few validation texts the model got wrong, with true and predicted labels.
 """
 

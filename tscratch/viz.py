@@ -40,7 +40,7 @@ def attention_heads_figure(weights: Tensor, tokens: list[str], layer: int) -> Fi
     axes = fig.subplots(rows, cols, squeeze=False)
     for h, ax in enumerate(axes.flat):
         if h < heads:
-            _heatmap(ax, weights[h], tokens, f"layer {layer}, head {h}", labels=len(tokens) <= 32)
+            _heatmap(ax, weights[h], tokens, f"layer {layer}, head {h}", labels=len(tokens) <= 48)
         else:
             ax.axis("off")
     fig.tight_layout()
