@@ -218,3 +218,35 @@ def test_no_bias_projections() -> None:
     assert mha.qkv.bias is None and mha.out_proj.bias is None
     out, _ = mha(torch.randn(B, T, D))
     assert out.shape == (B, T, D)
+
+
+def _fused_calls(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("length", "dtype", "grad", "fused"),
+    [
+        (128, torch.bfloat16, True, False),  # bf16 training, short: explicit (measured faster)
+        (136, torch.bfloat16, True, True),  # longer: the fused kernel
+        (128, torch.bfloat16, False, True),  # inference: the fused kernel
+        (128, torch.float32, True, True),  # fp32: the fused kernel
+    ],
+)
+def test_kernel_choice_for_cpu_training(monkeypatch, length, dtype, grad, fused):
+    from tscratch.nn.attention import scaled_dot_product_attention
+
+    calls = _fused_calls(monkeypatch)
+    q, k, v = (torch.randn(1, 2, length, 8, dtype=dtype, requires_grad=grad) for _ in range(3))
+
+    scaled_dot_product_attention(q, k, v)
+
+    assert bool(calls) is fused
