@@ -586,7 +586,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--reps", type=int, help="timed repetitions per implementation (default 5)")
     p.add_argument("--batch-size", type=int, help="override the default batch-size rule")
-    p.add_argument("--max-length", type=int, default=256, help="--data: longest sequence")
+    p.add_argument("--max-length", type=int, default=1024, help="--data: longest sequence")
     p.add_argument("--memory-modes", nargs="*", choices=MODES, help="modes whose peak memory "
                    "is measured (default all; none: no memory subprocesses)")  # fmt: skip
     p.add_argument("--memory-precisions", nargs="*", choices=("fp32", "bf16", "fp16"),
