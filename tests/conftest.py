@@ -43,14 +43,14 @@ def single_thread():
 
 # --- Scripts in subprocesses, and one tiny CLI run shared by test_cli, test_resume, test_predict.
 # (Appended to a shared file, hence the imports here.)
-import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO, script_env  # noqa: E402
+
 TINY_YAML = REPO / "scripts" / "configs" / "tiny.yaml"
 
 
@@ -66,13 +66,7 @@ def run_script(
 ) -> Callable[..., subprocess.CompletedProcess]:
     """Runs `scripts/<name> args...` with `sys.executable`; caches and $HOME in tmp, one thread."""
     home = tmp_path_factory.mktemp("home")  # matplotlib writes its font cache under $HOME
-    env = dict(
-        os.environ,
-        TSCRATCH_CACHE=str(shared_cache),
-        HOME=str(home),
-        OMP_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-    )
+    env = script_env(shared_cache, home)
 
     def run(name: str, *args: object, cwd: Path, timeout: float = 300):
         command = [sys.executable, str(REPO / "scripts" / name), *map(str, args)]

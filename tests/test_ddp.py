@@ -15,10 +15,10 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+from helpers import REPO, script_env
 
 from tscratch.sampler import LengthBucketBatchSampler
 
-REPO = Path(__file__).resolve().parents[1]
 RECORD_ENV = "TSCRATCH_TEST_SHARDS"  # folder for one rank-<r>.json per rank
 
 
@@ -70,15 +70,7 @@ def test_sampler_shards_are_disjoint_and_complete():
 
 @pytest.mark.slow
 def test_cli_trains_on_two_cpu_processes_with_disjoint_shards(shared_cache, tmp_path):
-    env = dict(
-        os.environ,
-        TSCRATCH_CACHE=str(shared_cache),
-        HOME=str(tmp_path),
-        OMP_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-        PYTHONPATH=os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-        **{RECORD_ENV: str(tmp_path)},
-    )
+    env = script_env(shared_cache, tmp_path, tests_importable=True, **{RECORD_ENV: str(tmp_path)})
     root = tmp_path / "root"
     command = [
         sys.executable, REPO / "scripts" / "fit.py",

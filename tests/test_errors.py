@@ -8,7 +8,6 @@ Every script runs in a subprocess (~5 s each, mostly imports), hence the slow ma
 from __future__ import annotations
 
 import csv
-import os
 import re
 import shutil
 import subprocess
@@ -20,11 +19,11 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from helpers import REPO, script_env
 
 from tscratch.errors import check_position_table, check_resume, one_line
 from tscratch.sources import load_source
 
-REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "scripts" / "configs" / "tiny.yaml"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
@@ -95,15 +94,8 @@ def script(shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Call
     a Python that reports `RUSAGE_CHILDREN`) and puts this folder on PYTHONPATH for
     `PoisonWeights`.
     """
-    env = dict(
-        os.environ,
-        TSCRATCH_CACHE=str(shared_cache),
-        HOME=str(tmp_path_factory.mktemp("home")),
-        OMP_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        PYTHONPATH=os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-    )
+    home = tmp_path_factory.mktemp("home")
+    env = script_env(shared_cache, home, tests_importable=True, HF_DATASETS_OFFLINE="1")
     env.pop("TSCRATCH_DEBUG", None)
 
     def run(name: str, *args: object, cwd: Path, rss: bool = False, timeout: float = 300):

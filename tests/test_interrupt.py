@@ -21,8 +21,8 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from helpers import REPO, script_env
 
-REPO = Path(__file__).resolve().parents[1]
 PAUSE_ENV = "TSCRATCH_TEST_PAUSE"  # "STEP:FILE"
 EVERY_N = 4
 ARGS = [
@@ -62,14 +62,7 @@ class Fit:
     def __init__(self, root: Path, cache: Path, *args: object, pause_at: int | None = None):
         root.mkdir(parents=True, exist_ok=True)
         self.root, self.marker = root, root.parent / f"{root.name}.paused"
-        env = dict(
-            os.environ,
-            TSCRATCH_CACHE=str(cache),
-            HOME=str(root.parent),
-            OMP_NUM_THREADS="1",
-            HF_HUB_OFFLINE="1",
-            PYTHONPATH=os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-        )
+        env = script_env(cache, root.parent, tests_importable=True)
         if pause_at is not None:
             env[PAUSE_ENV] = f"{pause_at}:{self.marker}"
         self.command = [sys.executable, str(REPO / "scripts" / "fit.py"), *map(str, ARGS)]

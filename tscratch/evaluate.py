@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 
+from tscratch.checkpointing import read_checkpoint
 from tscratch.data import TextClassificationData
 from tscratch.module import TextClassifier
 
@@ -30,7 +30,7 @@ def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[st
     path = Path(ckpt_path)
     if not path.is_file():
         raise FileNotFoundError(f"--ckpt_path {ckpt_path}: no such file")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    checkpoint = read_checkpoint(path)  # CRC-checked, data only: one line if broken
     model = TextClassifier.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     if model.tokenizer_json is None:
         raise ValueError(f"{path} holds no tokenizer; was it saved by tscratch?")

@@ -33,9 +33,8 @@ def log_validation_pictures(module: TextClassifier) -> None:
     fig.set_size_inches(6, 6)
     writer.add_figure("confusion", fig, step)
     plt.close(fig)
-    example = getattr(module, "heatmap_example", None)
-    if example is not None:
-        _log_attention(module, writer, step, example)
+    if module.heatmap_example is not None:
+        _log_attention(module, writer, step, module.heatmap_example)
     if module._misclassified:
         rows = [
             f"**true:** {true} **predicted:** {pred}\n\n{text}"
