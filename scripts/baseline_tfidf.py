@@ -11,7 +11,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score
 
-from tscratch.sources import load_source, prepare_splits
+from tscratch.data.sources import load_source, prepare_splits
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ Examples:
 
 import sys
 
-from tscratch.cli import main
+from tscratch.cli.fit import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,7 @@
 
 import sys
 
-from tscratch.predict import main
+from tscratch.cli.predict import main
 
 if __name__ == "__main__":
     sys.exit(main())

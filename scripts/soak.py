@@ -1,6 +1,6 @@
 """Soak test (not in CI): train the tiny model for many epochs and watch the process memory.
 
-Runs `tscratch.cli.main` in this process on `scripts/configs/tiny.yaml` with a checkpoint every
+Runs `tscratch.cli.fit.main` in this process on `scripts/configs/tiny.yaml` with a checkpoint every
 5 steps and validation every epoch, samples the resident set size (VmRSS from /proc) at the end
 of every epoch, and prints it at the start, middle and end, with the least-squares slope over
 the epochs after the first tenth (allocator and cache warm-up). A leak shows as a steady slope.
@@ -21,9 +21,9 @@ from typing import ClassVar
 
 import lightning as L
 
-from tscratch.cli import main
+from tscratch.cli.fit import main
 
-TINY_YAML = Path(__file__).resolve().parent / "configs" / "tiny.yaml"
+TINY_YAML = Path(__file__).resolve().parents[1] / "tscratch" / "configs" / "tiny.yaml"
 
 
 def rss_mb(field: str = "VmRSS") -> float:

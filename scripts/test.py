@@ -2,7 +2,7 @@
 
 import sys
 
-from tscratch.evaluate import main
+from tscratch.cli.evaluate import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,9 +49,7 @@ from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from helpers import REPO, script_env  # noqa: E402
-
-TINY_YAML = REPO / "scripts" / "configs" / "tiny.yaml"
+from tests.helpers import REPO, TINY_YAML, script_env  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""What every test that runs a script in a subprocess shares (importable: tests/ is on sys.path)."""
+"""What every test that runs a script in a subprocess shares (import as `tests.helpers`)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+TINY_YAML = REPO / "tscratch" / "configs" / "tiny.yaml"
 
 
 def script_env(cache: Path | str, home: Path | str, *, tests_importable: bool = False, **extra):
@@ -14,7 +15,8 @@ def script_env(cache: Path | str, home: Path | str, *, tests_importable: bool = 
     Args:
         cache: `$TSCRATCH_CACHE`, so tokenizers and tokenized splits never land in ~/.cache.
         home: `$HOME` (matplotlib writes its font cache there).
-        tests_importable: put tests/ on PYTHONPATH, for callbacks defined in test modules.
+        tests_importable: put the repository on PYTHONPATH, for callbacks defined in test
+            modules (`--trainer.callbacks tests.<dir>.<module>.<Class>`).
         extra: further variables.
     """
     env = dict(
@@ -26,5 +28,5 @@ def script_env(cache: Path | str, home: Path | str, *, tests_importable: bool = 
         **extra,
     )
     if tests_importable:
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     return env

@@ -15,15 +15,15 @@ import matplotlib.pyplot as plt
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from tscratch.viz import attention_heads_figure, attention_mean_figure
+from tscratch.training.figures import attention_heads_figure, attention_mean_figure
 
 if TYPE_CHECKING:
-    from tscratch.module import TextClassifier
+    from tscratch.training.classification import ClassificationTask
 
 MAX_HEATMAP_TOKENS = 40
 
 
-def log_validation_pictures(module: TextClassifier) -> None:
+def log_validation_pictures(module: ClassificationTask) -> None:
     """Log the confusion matrix, attention heatmaps and misclassified texts of this epoch."""
     logger = module.logger
     if not isinstance(logger, TensorBoardLogger):
@@ -44,7 +44,7 @@ def log_validation_pictures(module: TextClassifier) -> None:
 
 
 @torch.no_grad()
-def _log_attention(module: TextClassifier, writer, step: int, input_ids: torch.Tensor) -> None:
+def _log_attention(module: ClassificationTask, writer, step: int, input_ids: torch.Tensor) -> None:
     ids = input_ids[:MAX_HEATMAP_TOKENS].to(module.device)[None]  # (1, T)
     attentions = module.model(ids, need_weights=True).attentions  # L x (1, H, T, T)
     tokenizer = getattr(getattr(module.trainer, "datamodule", None), "tokenizer", None)

@@ -1,4 +1,4 @@
-"""Tests for tscratch.sampler: epoch-seeded bucketing, sharding and mid-epoch resume."""
+"""Tests for tscratch.data.sampler: epoch-seeded bucketing, sharding and mid-epoch resume."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from tscratch.sampler import LengthBucketBatchSampler, ResumableDataLoader
+from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 
 LENGTHS = [(i * 37) % 101 + 1 for i in range(1000)]
 

@@ -1,4 +1,4 @@
-"""Predictions from a checkpoint alone: `scripts/predict.py` and `tscratch.predict.Predictor`."""
+"""Predictions from a checkpoint alone: `scripts/predict.py` and `tscratch.cli.predict`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tscratch.predict import Predictor, main
+from tscratch.cli.predict import Predictor, main
 
 LABELS = ["business", "entertainment", "politics", "sports", "tech"]
 TEXTS = [

@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tscratch.cli import main, resolve_ckpt_path
-
-TINY_YAML = Path(__file__).resolve().parents[1] / "scripts" / "configs" / "tiny.yaml"
+from tests.helpers import TINY_YAML
+from tscratch.cli.fit import main, resolve_ckpt_path
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,10 @@ import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from tscratch.cli import LatestCheckpoint, trainer_defaults
-from tscratch.data import TextClassificationData
-from tscratch.module import TextClassifier
+from tests.helpers import TINY_YAML
+from tscratch.cli.fit import LatestCheckpoint, trainer_defaults
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.training.classification import ClassificationTask
 
 STEPS_PER_EPOCH = 6
 EPOCHS = 2
@@ -49,7 +50,7 @@ def test_ckpt_path_last_continues_the_newest_run(tiny_run, run_script, tmp_path)
     events_before = set((last.parents[1]).glob("events.out.tfevents.*"))
 
     proc = run_script(
-        "fit.py", "--config", Path(__file__).parents[1] / "scripts/configs/tiny.yaml",
+        "fit.py", "--config", TINY_YAML,
         "--trainer.default_root_dir", root, "--ckpt_path", "last",
         "--trainer.max_epochs", "2", "--test", "false", cwd=root,
     )  # fmt: skip
@@ -66,7 +67,7 @@ def test_ckpt_path_last_continues_the_newest_run(tiny_run, run_script, tmp_path)
 @pytest.mark.slow
 def test_missing_ckpt_path_is_one_error_line(run_script, tmp_path):
     proc = run_script(
-        "fit.py", "--config", Path(__file__).parents[1] / "scripts/configs/tiny.yaml",
+        "fit.py", "--config", TINY_YAML,
         "--trainer.default_root_dir", tmp_path, "--ckpt_path", "/missing.ckpt", cwd=tmp_path,
     )  # fmt: skip
 
@@ -113,13 +114,13 @@ def _fit(
     every_n_train_steps: int | None,
     recorder: Recorder,
     ckpt_path: Path | None = None,
-) -> tuple[TextClassifier, L.Trainer]:
+) -> tuple[ClassificationTask, L.Trainer]:
     """The CLI's recipe on a tiny model: its module, data, callbacks and trainer settings."""
     L.seed_everything(0, verbose=False)
     data = TextClassificationData(
         dataset="bbc_news", vocab_size=1000, max_length=64, batch_size=16, cache_dir=str(cache)
     )
-    model = TextClassifier(
+    model = ClassificationTask(
         vocab_size=data.vocab_size,
         num_classes=data.num_classes,
         pad_id=data.pad_id,

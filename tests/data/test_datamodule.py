@@ -1,4 +1,4 @@
-"""Tests for tscratch.sources and tscratch.data: loading, splitting, labels, tokenizer, batches."""
+"""tscratch.data.sources and the data module: loading, splitting, labels, tokenizer, batches."""
 
 from __future__ import annotations
 
@@ -12,10 +12,15 @@ import pytest
 import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
-from tscratch import sources
-from tscratch.data import PadCollator, TextClassificationData, encode_texts, padding_fraction
-from tscratch.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
-from tscratch.tokenization import load_tokenizer, train_tokenizer
+from tscratch.data import sources
+from tscratch.data.datamodule import (
+    PadCollator,
+    TextClassificationData,
+    encode_texts,
+    padding_fraction,
+)
+from tscratch.data.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
+from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + (i * 5) % 26)}" for i in range(15)]  # 15 distinct words
 
@@ -226,7 +231,7 @@ def test_hub_failure_suggests_local_data(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_empty_texts_are_dropped(caplog: pytest.LogCaptureFixture) -> None:
     rows = toy_rows(40, ("a", "b"))
     rows["text"][:3] = ["", "   ", None]
-    with caplog.at_level(logging.WARNING, logger="tscratch.sources"):
+    with caplog.at_level(logging.WARNING, logger="tscratch.data.sources"):
         splits = prepare_splits(DatasetDict({"train": Dataset.from_dict(rows)}))
     assert len(splits.train) + len(splits.validation) + len(splits.test) == 37
     assert "Dropped 3 train rows with empty text" in caplog.text
@@ -316,7 +321,7 @@ def test_tokenizer_is_cached_and_loadable(
     csv = str(write_csv(tmp_path / "d.csv", toy_rows()))
     first = TextClassificationData(dataset=csv, vocab_size=1000)
     assert first.vocab_size < 1000  # the real size, not the target
-    with caplog.at_level(logging.INFO, logger="tscratch.tokenization"):
+    with caplog.at_level(logging.INFO, logger="tscratch.data.tokenizer"):
         second = TextClassificationData(dataset=csv, vocab_size=1000)
         assert second.tokenizer_json() == first.tokenizer_json()
     assert "Loading cached tokenizer" in caplog.text

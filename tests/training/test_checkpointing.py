@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import tscratch.sources
-from tscratch.checkpointing import (
+import tscratch.data.sources
+from tscratch.cli.fit import resolve_ckpt_path
+from tscratch.training.checkpointing import (
     CheckpointError,
     SafeCheckpointIO,
     atomic_save,
     read_checkpoint,
 )
-from tscratch.cli import resolve_ckpt_path
 
-REPO = Path(__file__).resolve().parents[1]
-TINY_YAML = REPO / "scripts" / "configs" / "tiny.yaml"
+REPO = Path(__file__).resolve().parents[2]
+TINY_YAML = REPO / "tscratch" / "configs" / "tiny.yaml"
 
 
 def _checkpoint(step: int = 4) -> dict:
@@ -106,9 +106,9 @@ def test_a_failed_save_keeps_the_old_checkpoint_whole(tmp_path, monkeypatch):
 
 
 def test_the_cli_trainer_uses_safe_checkpoint_io(tmp_path, data_cache):
-    from tscratch.cli import TScratchCLI, trainer_defaults
-    from tscratch.data import TextClassificationData
-    from tscratch.module import TextClassifier
+    from tscratch.cli.fit import TScratchCLI, trainer_defaults
+    from tscratch.data.datamodule import TextClassificationData
+    from tscratch.training.classification import ClassificationTask
 
     # A data file of 40 rows: instantiating the CLI prepares data and a tokenizer (fast).
     csv = tmp_path / "tiny.csv"
@@ -116,7 +116,7 @@ def test_the_cli_trainer_uses_safe_checkpoint_io(tmp_path, data_cache):
         "text,label\n" + "".join(f"word{i} text number {i},{i % 2}\n" for i in range(40))
     )
     cli = TScratchCLI(
-        TextClassifier,
+        ClassificationTask,
         TextClassificationData,
         args=["--config", str(TINY_YAML), "--data.dataset", str(csv), "--data.vocab_size", "50",
               "--trainer.default_root_dir", str(tmp_path / "root")],
@@ -279,12 +279,12 @@ def test_datasets_load_without_remote_code(tmp_path, monkeypatch, dataset):
 
         return DatasetDict({"train": Dataset.from_dict({"text": ["a"], "label": [0]})})
 
-    monkeypatch.setattr(tscratch.sources.datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(tscratch.data.sources.datasets, "load_dataset", fake_load_dataset)
     csv = tmp_path / "data.csv"
     csv.write_text("text,label\na,0\n")
     data_files = str(csv) if dataset == "csv" else None
 
-    tscratch.sources.load_source(dataset, data_files=data_files, cache_dir=str(tmp_path))
+    tscratch.data.sources.load_source(dataset, data_files=data_files, cache_dir=str(tmp_path))
 
     assert len(calls) == 1
     assert not calls[0].get("trust_remote_code", False)

@@ -15,12 +15,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tscratch.config import EncoderConfig
 from tscratch.model import forward_flops
-from tscratch.module import TextClassifier
+from tscratch.training.classification import ClassificationTask
 
 TINY = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, d_ff=32, num_layers=2)
 
 
-def _with_trainer(model: TextClassifier, **attributes) -> TextClassifier:
+def _with_trainer(model: ClassificationTask, **attributes) -> ClassificationTask:
     """Attach a stand-in for the few Trainer attributes a hook reads."""
     model._trainer = SimpleNamespace(**attributes)
     return model
@@ -29,7 +29,7 @@ def _with_trainer(model: TextClassifier, **attributes) -> TextClassifier:
 def test_defaults_match_encoder_config():
     module_defaults = {
         name: p.default
-        for name, p in inspect.signature(TextClassifier.__init__).parameters.items()
+        for name, p in inspect.signature(ClassificationTask.__init__).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
     shared = [
@@ -43,11 +43,11 @@ def test_defaults_match_encoder_config():
         for f in shared
         if module_defaults[f.name] != f.default
     }
-    assert not drift, f"TextClassifier default != EncoderConfig default: {drift}"
+    assert not drift, f"ClassificationTask default != EncoderConfig default: {drift}"
 
 
 def test_config_is_built_from_the_flat_arguments():
-    model = TextClassifier(**TINY, position="learned", ffn="geglu", norm_first=True, pad_id=3)
+    model = ClassificationTask(**TINY, position="learned", ffn="geglu", norm_first=True, pad_id=3)
     assert model.config == EncoderConfig(
         vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=2, position="learned",
         ffn="geglu", norm_first=True, pad_id=3,
@@ -56,16 +56,16 @@ def test_config_is_built_from_the_flat_arguments():
 
 def test_label_names_must_match_num_classes():
     with pytest.raises(ValueError, match=r"label_names has 2 names but num_classes is 3"):
-        TextClassifier(**TINY, label_names=["a", "b"])
+        ClassificationTask(**TINY, label_names=["a", "b"])
 
 
 def test_label_names_default_to_class_ids():
-    assert TextClassifier(**TINY).label_names == ["0", "1", "2"]
+    assert ClassificationTask(**TINY).label_names == ["0", "1", "2"]
 
 
 @pytest.mark.parametrize("warmup_steps", [4, 0.2], ids=["int", "fraction"])
 def test_schedule_warms_up_then_decays_to_min_lr(warmup_steps):
-    model = TextClassifier(**TINY, lr=1e-3, min_lr=1e-4, warmup_steps=warmup_steps)
+    model = ClassificationTask(**TINY, lr=1e-3, min_lr=1e-4, warmup_steps=warmup_steps)
     config = _with_trainer(model, estimated_stepping_batches=20).configure_optimizers()
     optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
     assert config["lr_scheduler"]["interval"] == "step"
@@ -85,7 +85,7 @@ def test_schedule_warms_up_then_decays_to_min_lr(warmup_steps):
 
 
 def test_optimizer_decays_only_projection_weights():
-    model = TextClassifier(**TINY, weight_decay=0.05, betas=(0.8, 0.9))
+    model = ClassificationTask(**TINY, weight_decay=0.05, betas=(0.8, 0.9))
     optimizer = _with_trainer(model, estimated_stepping_batches=10).configure_optimizers()[
         "optimizer"
     ]
@@ -99,7 +99,8 @@ def test_optimizer_decays_only_projection_weights():
 
 
 def test_bad_warmup_fraction_fails_in_configure_optimizers():
-    model = _with_trainer(TextClassifier(**TINY, warmup_steps=1.0), estimated_stepping_batches=10)
+    model = ClassificationTask(**TINY, warmup_steps=1.0)
+    model = _with_trainer(model, estimated_stepping_batches=10)
     with pytest.raises(
         ValueError, match=r"warmup_steps \(1\.0\) as a fraction must be in \[0, 1\)"
     ):
@@ -117,7 +118,7 @@ def test_forward_flops_against_a_hand_count():
 
 @pytest.mark.parametrize("ffn", ["relu", "swiglu"])
 def test_forward_flops_match_torch_flop_counter(ffn):
-    model = TextClassifier(**TINY, ffn=ffn, attention_impl="explicit", dropout=0.0).eval()
+    model = ClassificationTask(**TINY, ffn=ffn, attention_impl="explicit", dropout=0.0).eval()
     ids = torch.randint(1, 50, (3, 8))
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
@@ -126,7 +127,7 @@ def test_forward_flops_match_torch_flop_counter(ffn):
 
 
 def test_nan_loss_raises_naming_the_step():
-    model = _with_trainer(TextClassifier(**TINY), global_step=7)
+    model = _with_trainer(ClassificationTask(**TINY), global_step=7)
     with torch.no_grad():
         model.model.head.proj.weight[0, 0] = float("nan")
     batch = {
@@ -166,7 +167,7 @@ def test_checkpoint_holds_plain_types_and_the_tokenizer(tiny_run, name):
     assert tokenizer.get_vocab_size() == checkpoint["hyper_parameters"]["vocab_size"]
     assert tokenizer.encode("the market").ids[0] == tokenizer.token_to_id("[CLS]")
 
-    model = TextClassifier.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    model = ClassificationTask.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     assert model.hparams.d_model == 32
     assert (model.max_length, model.label_names) == (64, labels)
     assert model.tokenizer_json == checkpoint["tokenizer_json"]
@@ -174,7 +175,7 @@ def test_checkpoint_holds_plain_types_and_the_tokenizer(tiny_run, name):
 
 def test_token_dropout_hides_real_tokens_but_never_the_first():
     torch.manual_seed(0)
-    module = TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+    module = ClassificationTask(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
                             token_dropout=0.3)  # fmt: skip
     mask = torch.ones(64, 128, dtype=torch.bool)
     mask[:, 100:] = False  # padding stays padding
@@ -189,7 +190,7 @@ def test_token_dropout_hides_real_tokens_but_never_the_first():
 
 
 def test_token_dropout_off_returns_the_mask_unchanged():
-    module = TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    module = ClassificationTask(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
     mask = torch.ones(2, 8, dtype=torch.bool)
 
     assert module._drop_tokens(mask) is mask
@@ -198,7 +199,7 @@ def test_token_dropout_off_returns_the_mask_unchanged():
 @pytest.mark.parametrize("value", [-0.1, 1.0])
 def test_token_dropout_out_of_range_is_refused(value):
     with pytest.raises(ValueError, match=rf"token_dropout \({value}\) must be in \[0, 1\)"):
-        TextClassifier(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+        ClassificationTask(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1,
                        token_dropout=value)  # fmt: skip
 
 
@@ -206,8 +207,8 @@ def test_token_dropout_out_of_range_is_refused(value):
 def test_compile_keeps_the_plain_state_dict_keys():
     # torch.compile is applied in place, so checkpoints load into an uncompiled model.
     kwargs = dict(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
-    plain = TextClassifier(**kwargs).state_dict()
-    compiled = TextClassifier(**kwargs, compile=True)
+    plain = ClassificationTask(**kwargs).state_dict()
+    compiled = ClassificationTask(**kwargs, compile=True)
 
     assert list(compiled.state_dict()) == list(plain)
-    TextClassifier(**kwargs).load_state_dict(compiled.state_dict())
+    ClassificationTask(**kwargs).load_state_dict(compiled.state_dict())

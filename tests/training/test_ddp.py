@@ -15,9 +15,9 @@ from pathlib import Path
 
 import lightning as L
 import pytest
-from helpers import REPO, script_env
 
-from tscratch.sampler import LengthBucketBatchSampler
+from tests.helpers import REPO, script_env
+from tscratch.data.sampler import LengthBucketBatchSampler
 
 RECORD_ENV = "TSCRATCH_TEST_SHARDS"  # folder for one rank-<r>.json per rank
 
@@ -74,14 +74,14 @@ def test_cli_trains_on_two_cpu_processes_with_disjoint_shards(shared_cache, tmp_
     root = tmp_path / "root"
     command = [
         sys.executable, REPO / "scripts" / "fit.py",
-        "--config", REPO / "scripts" / "configs" / "tiny.yaml",
+        "--config", REPO / "tscratch" / "configs" / "tiny.yaml",
         "--trainer.default_root_dir", root,
         "--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu",
         "--trainer.precision", "32-true",
         "--trainer.limit_train_batches", "4",
         "--trainer.num_sanity_val_steps", "0",
         "--trainer.enable_progress_bar", "false",
-        "--trainer.callbacks", "test_ddp.ShardRecorder",
+        "--trainer.callbacks", "tests.training.test_ddp.ShardRecorder",
         "--test", "false",
     ]  # fmt: skip
     proc = subprocess.run(
@@ -108,7 +108,7 @@ def test_cli_trains_on_two_cpu_processes_with_disjoint_shards(shared_cache, tmp_
 @pytest.mark.slow
 def test_one_ddp_step_on_two_halves_gives_the_full_batch_gradients():
     proc = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "ddp_grad_check.py")],
+        [sys.executable, str(REPO / "tests" / "training" / "ddp_grad_check.py")],
         env=dict(os.environ, OMP_NUM_THREADS="1"),
         capture_output=True,
         text=True,

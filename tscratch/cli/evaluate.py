@@ -18,9 +18,9 @@ from typing import Any
 
 import lightning as L
 
-from tscratch.checkpointing import read_checkpoint
-from tscratch.data import TextClassificationData
-from tscratch.module import TextClassifier
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.training.checkpointing import read_checkpoint
+from tscratch.training.classification import ClassificationTask
 
 _DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column")
 
@@ -31,7 +31,7 @@ def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[st
     if not path.is_file():
         raise FileNotFoundError(f"--ckpt_path {ckpt_path}: no such file")
     checkpoint = read_checkpoint(path)  # CRC-checked, data only: one line if broken
-    model = TextClassifier.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    model = ClassificationTask.load_from_checkpoint(path, map_location="cpu", weights_only=True)
     if model.tokenizer_json is None:
         raise ValueError(f"{path} holds no tokenizer; was it saved by tscratch?")
     data_args = {

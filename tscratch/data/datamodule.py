@@ -1,8 +1,8 @@
 """Text-classification data: the padding collate and the LightningDataModule.
 
-Sources and splits live in `tscratch.sources`, the tokenizer in `tscratch.tokenization`, the
-length-bucketed resumable loader in `tscratch.sampler`. Sequences start with `[CLS]` and are cut
-at `max_length`; batches are padded to their longest row, rounded up to a multiple of 8.
+Sources and splits live in `tscratch.data.sources`, the tokenizer in `tscratch.data.tokenizer`,
+the length-bucketed resumable loader in `tscratch.data.sampler`. Sequences start with `[CLS]` and
+are cut at `max_length`; batches are padded to their longest row, rounded up to a multiple of 8.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from datasets import Dataset
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from tscratch.sampler import LengthBucketBatchSampler, ResumableDataLoader
-from tscratch.sources import LabeledSplits, column, load_source, prepare_splits
-from tscratch.tokenization import (
+from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
+from tscratch.data.sources import LabeledSplits, column, load_source, prepare_splits
+from tscratch.data.tokenizer import (
     cached_tokenizer,
     char_limit,
     default_cache_dir,

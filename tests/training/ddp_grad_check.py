@@ -19,16 +19,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
-from tscratch.module import TextClassifier
+from tscratch.training.classification import ClassificationTask
 
 B, T, V, C = 8, 24, 50, 3
 WORLD = 2
 
 
-def build() -> TextClassifier:
+def build() -> ClassificationTask:
     """The project's module (its loss included), tiny, fp32, without dropout: deterministic."""
     torch.manual_seed(0)
-    return TextClassifier(
+    return ClassificationTask(
         vocab_size=V, num_classes=C, pad_id=0, d_model=16, num_heads=2, d_ff=32, num_layers=2,
         max_len=32, dropout=0.0,
     )  # fmt: skip
@@ -43,7 +43,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return ids, mask, torch.randint(0, C, (B,), generator=g)
 
 
-def grads(module: TextClassifier) -> dict[str, torch.Tensor]:
+def grads(module: ClassificationTask) -> dict[str, torch.Tensor]:
     return {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
 
 

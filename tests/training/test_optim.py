@@ -9,7 +9,7 @@ import pytest
 
 from tscratch.config import EncoderConfig
 from tscratch.model import TransformerClassifier
-from tscratch.optim import parameter_groups, resolve_warmup, warmup_cosine
+from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
 
 # Projection matrices (attention, feed-forward, head) are the only decayed parameters.
 DECAYED = {

@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from tscratch.checkpointing import read_checkpoint
-from tscratch.data import encode_texts
+from tscratch.data.datamodule import encode_texts
 from tscratch.errors import USER_ERRORS, report
-from tscratch.module import TextClassifier
+from tscratch.training.checkpointing import read_checkpoint
+from tscratch.training.classification import ClassificationTask
 
 
 class Predictor:
@@ -32,7 +32,7 @@ class Predictor:
         # One clear line for a torn, corrupt or code-carrying file (Lightning's load would give a
         # page of torch advice); the weights are then read again, as data only, by Lightning.
         read_checkpoint(path)
-        self.model = TextClassifier.load_from_checkpoint(
+        self.model = ClassificationTask.load_from_checkpoint(
             path, map_location=device, weights_only=True
         ).eval()
         if self.model.tokenizer_json is None:

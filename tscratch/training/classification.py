@@ -24,13 +24,13 @@ from torchmetrics.classification import (
 
 from tscratch.config import FFN, AttentionImpl, EncoderConfig, Norm, Position
 from tscratch.model import TransformerClassifier, forward_flops
-from tscratch.optim import parameter_groups, resolve_warmup, warmup_cosine
-from tscratch.tensorboard import log_validation_pictures
+from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
+from tscratch.training.pictures import log_validation_pictures
 
 _CONFIG_FIELDS = [f for f in EncoderConfig.__dataclass_fields__ if f != "vocab_size"]
 
 
-class TextClassifier(L.LightningModule):
+class ClassificationTask(L.LightningModule):
     """Train the hand-written Transformer encoder as a text classifier.
 
     Args:

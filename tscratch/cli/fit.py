@@ -13,8 +13,8 @@ short summary. What it adds to Lightning's defaults, and why:
 - `--ckpt_path last` finds the newest valid checkpoint of any run under `default_root_dir`
   (skipping torn or corrupt files with a warning) and keeps logging into that run's folder
   (Lightning's own `last` only looks in a fresh folder);
-- checkpoints are written atomically and loaded as data only (`tscratch.checkpointing`), and
-  Ctrl-C or SIGTERM saves `last.ckpt` and prints how to resume (`tscratch.callbacks`).
+- checkpoints are written atomically and loaded as data only
+  (`tscratch.training.checkpointing`), and Ctrl-C or SIGTERM saves `last.ckpt` and prints how to resume (`tscratch.training.callbacks`).
 """
 
 from __future__ import annotations
@@ -31,22 +31,22 @@ from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from tscratch.callbacks import GracefulStop
-from tscratch.checkpointing import (
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.errors import USER_ERRORS, check_position_table, check_resume, report
+from tscratch.training.callbacks import GracefulStop
+from tscratch.training.checkpointing import (
     CheckpointError,
     SafeCheckpointIO,
     newest_valid_checkpoint,
     read_checkpoint,
 )
-from tscratch.data import TextClassificationData
-from tscratch.errors import USER_ERRORS, check_position_table, check_resume, report
-from tscratch.module import TextClassifier
-from tscratch.throughput import TokenThroughput
+from tscratch.training.classification import ClassificationTask
+from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
 # Loaded before any --config file or flag, which override it (see README).
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "scripts" / "configs" / "default.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
 
 class LatestCheckpoint(ModelCheckpoint):
@@ -209,7 +209,7 @@ def main(args: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
     try:
         cli = TScratchCLI(
-            TextClassifier,
+            ClassificationTask,
             TextClassificationData,
             args=args,
             run=False,

@@ -19,20 +19,19 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from helpers import REPO, script_env
 
+from tests.helpers import REPO, TINY_YAML, script_env
+from tscratch.data.sources import load_source
 from tscratch.errors import check_position_table, check_resume, one_line
-from tscratch.sources import load_source
 
-TINY_YAML = REPO / "scripts" / "configs" / "tiny.yaml"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
 
 class PoisonWeights(L.Callback):
     """Test-only fault: fills one weight with NaN before the batch at ``at_step``.
 
-    Passed to fit.py as `--trainer.callbacks+=test_errors.PoisonWeights` (with this folder on
-    PYTHONPATH), so the NaN check of the real module fires at a known step.
+    Passed to fit.py as `--trainer.callbacks+=tests.cli.test_errors.PoisonWeights`
+    (with the repository on PYTHONPATH), so the NaN check of the real module fires at a known step.
     """
 
     def __init__(self, at_step: int = 0) -> None:
@@ -286,7 +285,7 @@ def test_non_utf8_csv_is_read_with_a_warning(script, tmp_path):
 def test_non_utf8_jsonl_is_read_with_replacement(tmp_path, caplog):
     data = tmp_path / "latin1.jsonl"
     data.write_bytes(b'{"text": "caf\xe9", "label": "a"}\n{"text": "ok", "label": "b"}\n')
-    with caplog.at_level("WARNING", logger="tscratch.sources"):
+    with caplog.at_level("WARNING", logger="tscratch.data.sources"):
         loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"))
     assert loaded["train"]["text"] == ["caf\ufffd", "ok"]
     assert f"{data} is not UTF-8 (byte 0xe9 at offset 13)" in caplog.text
@@ -360,7 +359,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(script, earlier_run):
     proc = script(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
         "--ckpt_path", "last", "--trainer.max_epochs", "2", "--latest.every_n_train_steps", "2",
-        "--trainer.callbacks+=test_errors.PoisonWeights", "--trainer.callbacks.at_step", "9",
+        "--trainer.callbacks+=tests.cli.test_errors.PoisonWeights",
+        "--trainer.callbacks.at_step", "9",
         cwd=earlier_run,
     )  # fmt: skip
     assert error_line(proc) == (

@@ -21,12 +21,13 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from helpers import REPO, script_env
+
+from tests.helpers import REPO, script_env
 
 PAUSE_ENV = "TSCRATCH_TEST_PAUSE"  # "STEP:FILE"
 EVERY_N = 4
 ARGS = [
-    "--config", REPO / "scripts" / "configs" / "tiny.yaml",
+    "--config", REPO / "tscratch" / "configs" / "tiny.yaml",
     "--trainer.precision", "32-true",
     "--trainer.max_epochs", "2",
     "--trainer.limit_train_batches", "6",
@@ -35,7 +36,7 @@ ARGS = [
     "--model.dropout", "0.1",  # random masks: a resume that does not restore the RNG diverges
     "--latest.every_n_train_steps", EVERY_N,
     "--test", "false",
-    "--trainer.callbacks", "test_interrupt.PauseAt",
+    "--trainer.callbacks", "tests.training.test_interrupt.PauseAt",
 ]  # fmt: skip
 
 

@@ -1,0 +1,1 @@
+"""Entry points: `fit` (the LightningCLI), `predict` and `evaluate`; `scripts/*.py` call these."""
