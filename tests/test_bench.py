@@ -1,13 +1,21 @@
-"""Smoke test of scripts/bench.py: the ultra-tiny `--smoke` grid end to end, in a subprocess."""
+"""scripts/bench.py: the ultra-tiny `--smoke` grid end to end in a subprocess, and the FLOP count
+and matmul peak it shares with the training logs (`forward_flops`, `measured_matmul_peak`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from tscratch import EncoderConfig, TransformerClassifier
+from tscratch.model import forward_flops
+from tscratch.training.throughput import measured_matmul_peak
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
 IMPLS = {"tscratch", "explicit", "torch"}
@@ -58,3 +66,49 @@ def test_ratios_and_targets(report: dict) -> None:
     for row in report["ratios"]:
         assert row["speed_tscratch_over_explicit"] > 0 and row["speed_tscratch_over_torch"] > 0
     assert all(t["met"] is None for t in report["targets"])  # smoke runs none of their cells
+
+
+def test_every_record_counts_flops_with_the_package_function(report: dict) -> None:
+    shape = report["settings"]["shape"]
+    for r in report["records"]:
+        config = EncoderConfig(
+            vocab_size=shape["vocab_size"], d_model=shape["d_model"],
+            num_heads=shape["num_heads"], d_ff=shape["d_ff"], num_layers=shape["num_layers"],
+        )  # fmt: skip
+        forward = forward_flops(config, r["batch_size"], r["seq_len"], shape["num_classes"])
+        assert r["flops"] == forward * (3 if r["mode"] == "train" else 1)
+
+
+# D=8, F=12, L=2, B=2, T=4, C=3. Per layer and token: qkv 2*8*24 + out 2*8*8 = 512, and
+# feed-forward 2*8*12 per D x F matrix: two for ReLU (384), three for GLU (576). Per layer and
+# sequence: scores 2*4*4*8 + weighted sum 2*4*4*8 = 512. Head: 2*8*3 = 48 per sequence.
+HAND_CONFIG = EncoderConfig(vocab_size=11, d_model=8, num_heads=2, d_ff=12, num_layers=2)
+
+
+@pytest.mark.parametrize(
+    ("ffn", "num_classes", "expected"),
+    [
+        ("relu", None, 2 * (4 * 2 * (512 + 384) + 2 * 512)),
+        ("relu", 3, 2 * (4 * 2 * (512 + 384) + 2 * 512 + 48)),
+        ("swiglu", None, 2 * (4 * 2 * (512 + 576) + 2 * 512)),
+        ("geglu", 3, 2 * (4 * 2 * (512 + 576) + 2 * 512 + 48)),
+    ],
+)
+def test_forward_flops_against_a_hand_count(ffn: str, num_classes: int | None, expected: int):
+    config = dataclasses.replace(HAND_CONFIG, ffn=ffn)
+    assert forward_flops(config, batch_size=2, length=4, num_classes=num_classes) == expected
+
+
+@pytest.mark.parametrize("ffn", ["relu", "swiglu"])
+def test_forward_flops_with_head_match_torch_flop_counter(ffn: str, seed: int) -> None:
+    config = dataclasses.replace(HAND_CONFIG, ffn=ffn, attention_impl="explicit", dropout=0.0)
+    model = TransformerClassifier(config, num_classes=3).eval()
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(torch.randint(1, 11, (2, 4)))
+    assert counter.get_total_flops() == forward_flops(config, 2, 4, num_classes=3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_measured_matmul_peak_is_positive_per_dtype(dtype: torch.dtype) -> None:
+    assert measured_matmul_peak(dtype, size=64, repeats=2, device="cpu") > 0

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
 from tscratch.model import TransformerEncoder
+from tscratch.nn.positions import POSITIONS, position_length_limit
 
 pytestmark = pytest.mark.usefixtures("seed", "single_thread")
 
@@ -41,13 +43,6 @@ def test_sizes_must_be_positive_integers(name: str, value: object) -> None:
         ValueError, match=re.escape(f"{name} ({value!r}) must be a positive integer")
     ):
         make(**{name: value})
-
-
-def test_rope_needs_even_head_size() -> None:
-    message = "position 'rope' needs an even head size, got d_model (18) / num_heads (2) = 9"
-    with pytest.raises(ValueError, match=re.escape(message)):
-        make(d_model=18, num_heads=2, position="rope")
-    make(d_model=18, num_heads=2, position="alibi")  # odd head sizes are fine elsewhere
 
 
 @pytest.mark.parametrize("name", ["dropout", "attention_dropout"])
@@ -105,11 +100,9 @@ def test_smallest_valid_t5_config_runs_on_long_inputs() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "allowed"),
     [
-        ("position", "absolute", "('sinusoidal', 'learned', 'rope', 'alibi', 't5', 'none')"),
-        ("position", "RoPE", "('sinusoidal', 'learned', 'rope', 'alibi', 't5', 'none')"),
         ("ffn", "silu", "('relu', 'gelu', 'swiglu', 'geglu')"),
         ("norm", "batchnorm", "('layernorm', 'rmsnorm')"),
-        ("attention_impl", "flash", "('sdpa', 'explicit')"),
+        ("attention_impl", "flash", "('auto', 'sdpa', 'explicit')"),
     ],
 )
 def test_bad_literals(name: str, value: str, allowed: str) -> None:
@@ -135,7 +128,19 @@ def test_to_dict_round_trips() -> None:
     assert EncoderConfig(**as_dict) == config
 
 
-@pytest.mark.parametrize("position", ["sinusoidal", "learned"])
+def schemes(limited: bool) -> list[str]:
+    """Names in POSITIONS whose scheme has a length limit (or has none)."""
+    return [n for n in POSITIONS if (position_length_limit(make(position=n)) is None) != limited]
+
+
+def test_position_names_are_checked_when_the_model_is_built() -> None:
+    config = make(position="absolute")  # the config cannot list the schemes; nn can
+    message = f"position ('absolute') must be one of {tuple(POSITIONS)}"
+    with pytest.raises(UserError, match=re.escape(message)):
+        TransformerEncoder(config)
+
+
+@pytest.mark.parametrize("position", schemes(limited=True))
 def test_sequence_longer_than_table_is_rejected(position: str) -> None:
     model = TransformerEncoder(make(position=position, max_len=8)).eval()
     model(torch.randint(1, 11, (1, 8)))  # exactly max_len is fine
@@ -143,11 +148,12 @@ def test_sequence_longer_than_table_is_rejected(position: str) -> None:
         f"sequence length (9) exceeds max_len (8) of the {position} position table; "
         "raise max_len or truncate the input"
     )
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(UserError, match=re.escape(message)):
         model(torch.randint(1, 11, (1, 9)))
+    assert position_length_limit(model.config) == 8
 
 
-@pytest.mark.parametrize("position", ["rope", "alibi", "t5", "none"])
+@pytest.mark.parametrize("position", schemes(limited=False))
 def test_relative_schemes_accept_longer_sequences(position: str) -> None:
     model = TransformerEncoder(make(position=position, max_len=8)).eval()
     out = model(torch.randint(1, 11, (2, 20))).last_hidden_state

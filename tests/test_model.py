@@ -9,48 +9,29 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tscratch.config import EncoderConfig
+from tests.nn.encoder_properties import (
+    PAD,
+    TOL,
+    D,
+    H,
+    T,
+    V,
+    check_batch_rows_independent,
+    check_explicit_matches_fused,
+    check_fully_padded_rows_finite,
+    check_padding_invariance,
+    config,
+    every_parameter_gradient,
+    random_ids,
+    right_padded,
+    spread_t5_bias,
+)
 from tscratch.model import TransformerClassifier, TransformerEncoder
+from tscratch.nn.positions import POSITIONS
 
 pytestmark = pytest.mark.usefixtures("seed", "single_thread")
 
-POSITIONS = ["sinusoidal", "learned", "rope", "alibi", "t5", "none"]
-V, PAD, D, H, T = 13, 0, 16, 2, 7
-TOL = {"atol": 1e-5, "rtol": 1e-5}
-GRAD_TOL = {"atol": 1e-4, "rtol": 1e-4}
-
-
-def config(**changes) -> EncoderConfig:
-    base = {
-        "vocab_size": V,
-        "d_model": D,
-        "num_heads": H,
-        "d_ff": 32,
-        "num_layers": 2,
-        "max_len": 32,
-        "dropout": 0.0,
-        "pad_id": PAD,
-    }
-    return EncoderConfig(**{**base, **changes})
-
-
-def random_ids(batch: int, length: int) -> torch.Tensor:
-    return torch.randint(1, V, (batch, length))  # never the pad id
-
-
-def right_padded(lengths: list[int], length: int = T) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids with pad_id after each row's length, and the (B, T) True = real mask."""
-    ids = random_ids(len(lengths), length)
-    real = torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]
-    return ids.masked_fill(~real, PAD), real
-
-
-def spread_t5_bias(model: torch.nn.Module) -> None:
-    """T5 biases start at N(0, 0.02); make them large enough for a wrong bias to show."""
-    for module in model.modules():
-        if hasattr(module, "embedding") and module.__class__.__name__ == "T5RelativeBias":
-            with torch.no_grad():
-                module.embedding.weight.normal_(0, 1.0)
+NAMES = list(POSITIONS)  # every registered scheme
 
 
 # --- explicit vs fused: the full matrix -------------------------------------------------------
@@ -58,83 +39,32 @@ def spread_t5_bias(model: torch.nn.Module) -> None:
 MASKS = ["none", "padding", "causal", "padding+causal"]
 
 
-def run_and_grad(model: TransformerEncoder, ids, real, causal: bool, weight: torch.Tensor):
-    captured = {}
-
-    def keep_grad(_module, _inputs, output):
-        output.retain_grad()
-        captured["emb"] = output
-
-    handle = model.tok_emb.register_forward_hook(keep_grad)
-    out = model(ids, real, causal=causal).last_hidden_state
-    handle.remove()
-    (out * weight).sum().backward()
-    grads = {name: p.grad for name, p in model.named_parameters()}
-    return out, captured["emb"].grad, grads
-
-
 @pytest.mark.parametrize("mask", MASKS)
 @pytest.mark.parametrize("ffn", ["relu", "gelu", "swiglu", "geglu"])
 @pytest.mark.parametrize("norm_first", [False, True])
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 def test_explicit_and_fused_attention_agree(
     position: str, norm_first: bool, ffn: str, mask: str
 ) -> None:
     cfg = config(position=position, norm_first=norm_first, ffn=ffn, d_ff=16, max_len=T)
-    fused = TransformerEncoder(cfg)
-    spread_t5_bias(fused)
-    explicit = TransformerEncoder(cfg.replace(attention_impl="explicit"))
-    explicit.load_state_dict(fused.state_dict())
-    ids, real = right_padded([T, 4])
-    real = real if "padding" in mask else None
-    causal = "causal" in mask
-    weight = torch.randn(2, T, D)
-    out_f, emb_f, grads_f = run_and_grad(fused, ids, real, causal, weight)
-    out_e, emb_e, grads_e = run_and_grad(explicit, ids, real, causal, weight)
-    torch.testing.assert_close(out_f, out_e, **TOL)
-    # Gradients sum many fp32 products in a different order per kernel: 1e-4 is still four
-    # orders of magnitude below any real error (a missing mask or scale moves them by >1e-2).
-    torch.testing.assert_close(emb_f, emb_e, **GRAD_TOL)
-    assert grads_f.keys() == grads_e.keys()
-    for name, grad in grads_f.items():
-        torch.testing.assert_close(
-            grad, grads_e[name], **GRAD_TOL, msg=lambda m, n=name: f"{n}: {m}"
-        )
+    check_explicit_matches_fused(cfg, padded="padding" in mask, causal="causal" in mask)
 
 
 # --- invariances for every position scheme ----------------------------------------------------
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_appending_padding_changes_nothing_real(position: str, pooling: str) -> None:
-    model = TransformerClassifier(config(position=position), num_classes=3, pooling=pooling).eval()
-    spread_t5_bias(model)
-    ids, real = right_padded([T, 5])
-    extra = 4
-    padded_ids = torch.cat([ids, torch.full((2, extra), PAD)], dim=1)
-    padded_real = torch.cat([real, torch.zeros(2, extra, dtype=torch.bool)], dim=1)
-    hidden = model.encoder(ids, real).last_hidden_state
-    hidden_padded = model.encoder(padded_ids, padded_real).last_hidden_state
-    torch.testing.assert_close(hidden_padded[:, :T][real], hidden[real], **TOL)
-    torch.testing.assert_close(
-        model(padded_ids, padded_real).logits, model(ids, real).logits, **TOL
-    )
+    check_padding_invariance(config(position=position), pooling)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 def test_batch_row_equals_row_alone(position: str) -> None:
-    model = TransformerEncoder(config(position=position)).eval()
-    spread_t5_bias(model)
-    ids, real = right_padded([T, 3, 5])
-    batched = model(ids, real).last_hidden_state
-    for i in range(3):
-        n = int(real[i].sum())
-        alone = model(ids[i : i + 1, :n]).last_hidden_state  # no padding, no mask
-        torch.testing.assert_close(batched[i, :n], alone[0], **TOL)
+    check_batch_rows_independent(config(position=position))
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 def test_causal_future_tokens_never_change_the_past(position: str) -> None:
     model = TransformerEncoder(config(position=position)).eval()
     spread_t5_bias(model)
@@ -156,7 +86,7 @@ def test_no_positions_is_permutation_equivariant() -> None:
     torch.testing.assert_close(model(ids[:, perm]).last_hidden_state, out[:, perm], **TOL)
 
 
-@pytest.mark.parametrize("position", ["sinusoidal", "learned", "rope", "alibi", "t5"])
+@pytest.mark.parametrize("position", [n for n in NAMES if POSITIONS[n].kind is not None])
 def test_positions_break_permutation_equivariance(position: str) -> None:
     model = TransformerEncoder(config(position=position)).eval()
     spread_t5_bias(model)
@@ -166,7 +96,7 @@ def test_positions_break_permutation_equivariance(position: str) -> None:
     assert not torch.allclose(model(ids[:, perm]).last_hidden_state, out[:, perm], atol=1e-3)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_weights_sum_to_one_and_skip_padding(position: str, causal: bool) -> None:
     model = TransformerEncoder(config(position=position)).eval()
@@ -184,24 +114,14 @@ def test_attention_weights_sum_to_one_and_skip_padding(position: str, causal: bo
     assert model(ids, real).attentions is None
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 @pytest.mark.parametrize("impl", ["sdpa", "explicit"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16-autocast", "bf16-true"])
 def test_fully_padded_rows_stay_finite(position: str, impl: str, precision: str) -> None:
-    model = TransformerClassifier(config(position=position, attention_impl=impl), num_classes=3)
-    if precision == "bf16-true":
-        model = model.to(torch.bfloat16)
-    ids, real = right_padded([T, 0])  # the second row is nothing but padding
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-autocast"):
-        logits = model(ids, real).logits
-        loss = F.cross_entropy(logits.float(), torch.tensor([0, 1]))
-    assert torch.isfinite(logits).all()
-    loss.backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    check_fully_padded_rows_finite(config(position=position, attention_impl=impl), precision)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 def test_bf16_autocast_tracks_fp32(position: str) -> None:
     model = TransformerEncoder(config(position=position)).eval()
     spread_t5_bias(model)
@@ -209,38 +129,31 @@ def test_bf16_autocast_tracks_fp32(position: str) -> None:
     reference = model(ids, real).last_hidden_state
     for impl in ("sdpa", "explicit"):
         for layer in model.layers:
-            layer.attn.explicit = impl == "explicit"
+            layer.attn.impl = impl
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out = model(ids, real).last_hidden_state
         # bf16 keeps 8 bits of mantissa; LayerNorm outputs are O(1).
         torch.testing.assert_close(out.float()[real], reference[real], atol=0.1, rtol=0.05)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
 def test_every_parameter_gets_a_finite_nonzero_gradient(
     position: str, norm_first: bool, norm: str
 ) -> None:
-    cfg = config(
-        position=position, norm_first=norm_first, norm=norm, type_vocab_size=2, embedding_norm=True
+    model, grads = every_parameter_gradient(
+        config(position=position, norm_first=norm_first, norm=norm)
     )
-    model = TransformerClassifier(cfg, num_classes=3, pooling="mean")
-    ids, real = right_padded([T, 5])
-    types = torch.randint(0, 2, ids.shape)
-    loss = F.cross_entropy(model(ids, real, token_type_ids=types).logits, torch.tensor([0, 2]))
-    loss.backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None, name
-        assert torch.isfinite(p.grad).all(), name
-        if name.endswith("qkv.bias") and position != "rope":
+    for name, grad in grads.items():
+        if name.endswith("qkv.bias") and POSITIONS[position].kind != "rotary":
             # Softmax ignores a constant per query, and q . b_k is one (unless RoPE rotates b_k
             # by position): the key bias gets no gradient in exact arithmetic.
-            q_grad, k_grad, v_grad = p.grad.split(D)
+            q_grad, k_grad, v_grad = grad.split(D)
             assert q_grad.abs().sum() > 1e-6 and v_grad.abs().sum() > 1e-6, name
             assert k_grad.abs().max() < 1e-6, name
         else:
-            assert p.grad.abs().sum() > 1e-6, name
+            assert grad.abs().sum() > 1e-6, name
     # Padding is masked as a key and left out of the mean: its embedding must not learn.
     assert torch.all(model.encoder.tok_emb.weight.grad[PAD] == 0)
 
@@ -257,7 +170,7 @@ def test_pre_and_post_ln_models_share_keys_except_the_final_norm() -> None:
 
 
 def test_buffers_are_not_saved() -> None:
-    for position in POSITIONS:
+    for position in NAMES:
         keys = TransformerEncoder(config(position=position)).state_dict()
         assert not any(k.endswith(("table", "inv_freq", "slopes")) for k in keys)
 
@@ -289,7 +202,7 @@ def test_unscaled_embeddings_use_bert_std() -> None:
     assert abs(model.tok_emb.weight.std().item() - 0.02) < 0.003
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("position", NAMES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_initial_logits_small_and_loss_near_log_classes(position: str, norm_first: bool) -> None:
     classes = 5

@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
-Position = Literal["sinusoidal", "learned", "rope", "alibi", "t5", "none"]
+from tscratch.errors import UserError
+
+# Any name in tscratch.nn.positions.POSITIONS; the config cannot import nn to list them.
+Position = str
 FFN = Literal["relu", "gelu", "swiglu", "geglu"]
 Norm = Literal["layernorm", "rmsnorm"]
-AttentionImpl = Literal["sdpa", "explicit"]
+AttentionImpl = Literal["auto", "sdpa", "explicit"]
 
 
 @dataclass(frozen=True)
 class EncoderConfig:
     """Shape and switches of a Transformer encoder (and of its decoder block)."""
+
+    RUNTIME_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"dropout", "attention_dropout", "attention_impl"}
+    )
+    """Fields that do not change what trained weights mean: a resumed run may change them. Every
+    other field is checked against the checkpoint before a resume."""
 
     vocab_size: int
     """Number of token ids; taken from the tokenizer."""
@@ -44,7 +53,8 @@ class EncoderConfig:
     norm_eps: float = 1e-5
     """Epsilon of every norm (BERT uses 1e-12)."""
     position: Position = "sinusoidal"
-    """Position scheme: sinusoidal, learned, rope, alibi, t5 or none."""
+    """Position scheme: a name in tscratch.nn.positions.POSITIONS (sinusoidal, learned, rope,
+    alibi, t5, none); checked when the model is built."""
     ffn: FFN = "relu"
     """Feed-forward variant: relu, gelu (exact erf), swiglu or geglu."""
     pad_id: int = 0
@@ -57,8 +67,10 @@ class EncoderConfig:
     """Normalize the summed embeddings before the first block (BERT)."""
     type_vocab_size: int = 0
     """Token-type (segment) embeddings, as in BERT; 0 disables them."""
-    attention_impl: AttentionImpl = "sdpa"
-    """sdpa: fused kernels unless weights are requested; explicit: always the readable path."""
+    attention_impl: AttentionImpl = "auto"
+    """auto: fused kernels except where tscratch.nn.attention.AUTO_POLICY measured the explicit
+    path faster; sdpa: fused kernels unless weights are requested; explicit: always the
+    readable path."""
     rope_base: float = 10000.0
     """Base of the rotary frequencies."""
     t5_num_buckets: int = 32
@@ -74,41 +86,36 @@ class EncoderConfig:
         for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "max_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} ({value!r}) must be a positive integer")
+                raise UserError(f"{name} ({value!r}) must be a positive integer")
         if self.d_model % self.num_heads:
-            raise ValueError(
+            raise UserError(
                 f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})"
-            )
-        if self.position == "rope" and self.d_head % 2:
-            raise ValueError(
-                f"position 'rope' needs an even head size, got d_model ({self.d_model}) / "
-                f"num_heads ({self.num_heads}) = {self.d_head}"
             )
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} ({value}) must be in [0, 1)")
+                raise UserError(f"{name} ({value}) must be in [0, 1)")
         if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"pad_id ({self.pad_id}) must be in [0, vocab_size={self.vocab_size})")
+            raise UserError(f"pad_id ({self.pad_id}) must be in [0, vocab_size={self.vocab_size})")
         if self.norm_eps <= 0:
-            raise ValueError(f"norm_eps ({self.norm_eps}) must be positive")
+            raise UserError(f"norm_eps ({self.norm_eps}) must be positive")
         if self.type_vocab_size < 0:
-            raise ValueError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
+            raise UserError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
         if not self.rope_base > 1.0:
-            raise ValueError(f"rope_base ({self.rope_base}) must be > 1")
+            raise UserError(f"rope_base ({self.rope_base}) must be > 1")
         # Each direction needs exact buckets (num_buckets // 4 of them) and a log range beyond.
         if self.t5_num_buckets < 4:
-            raise ValueError(f"t5_num_buckets ({self.t5_num_buckets}) must be >= 4")
+            raise UserError(f"t5_num_buckets ({self.t5_num_buckets}) must be >= 4")
         if self.t5_max_distance <= self.t5_num_buckets // 4:
-            raise ValueError(
+            raise UserError(
                 f"t5_max_distance ({self.t5_max_distance}) must exceed t5_num_buckets // 4 "
                 f"({self.t5_num_buckets // 4})"
             )
-        choices = {"position": Position, "ffn": FFN, "norm": Norm, "attention_impl": AttentionImpl}
+        choices = {"ffn": FFN, "norm": Norm, "attention_impl": AttentionImpl}
         for name, literal in choices.items():
             allowed = get_args(literal)
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} ({getattr(self, name)!r}) must be one of {allowed}")
+                raise UserError(f"{name} ({getattr(self, name)!r}) must be one of {allowed}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (safe for `weights_only` checkpoints and YAML)."""

@@ -19,18 +19,12 @@ import torch
 from torch import Tensor, nn
 
 from tscratch.config import EncoderConfig
-from tscratch.nn.attention import merge_mask_and_bias
-from tscratch.nn.blocks import EncoderBlock
+from tscratch.nn.attention import compute_dtype
+from tscratch.nn.blocks import EncoderBlock, self_attention_inputs
 from tscratch.nn.heads import ClassificationHead, Pooling
 from tscratch.nn.masks import attention_keep_mask
 from tscratch.nn.norms import make_norm
-from tscratch.nn.positions import (
-    ALiBiBias,
-    LearnedPositions,
-    RotaryEmbedding,
-    SinusoidalPositions,
-    T5RelativeBias,
-)
+from tscratch.nn.positions import position_scheme
 
 
 class EncoderOutput(NamedTuple):
@@ -47,21 +41,6 @@ class ClassifierOutput(NamedTuple):
     """As in `EncoderOutput`."""
 
 
-def _make_positions(config: EncoderConfig) -> nn.Module | None:
-    kind = config.position
-    if kind == "sinusoidal":
-        return SinusoidalPositions(config.max_len, config.d_model)
-    if kind == "learned":
-        return LearnedPositions(config.max_len, config.d_model)
-    if kind == "rope":
-        return RotaryEmbedding(config.d_head, config.rope_base)
-    if kind == "alibi":
-        return ALiBiBias(config.num_heads)
-    if kind == "t5":
-        return T5RelativeBias(config.num_heads, config.t5_num_buckets, config.t5_max_distance)
-    return None
-
-
 class TransformerEncoder(nn.Module):
     """A stack of encoder blocks over token embeddings. See `EncoderConfig` for the switches."""
 
@@ -71,7 +50,7 @@ class TransformerEncoder(nn.Module):
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
         self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
-        self.positions = _make_positions(config)
+        self.positions = position_scheme(config)
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:
             self.emb_norm = nn.Identity()
@@ -90,8 +69,7 @@ class TransformerEncoder(nn.Module):
         x = self.tok_emb(input_ids)  # (B, T, D)
         if self.config.scale_embeddings:
             x = x * math.sqrt(self.config.d_model)
-        if self.config.position in ("sinusoidal", "learned"):
-            x = x + self.positions(input_ids.shape[1])  # (T, D) broadcast over B
+        x = self.positions.embed(x)  # absolute schemes add their table; others return x
         if self.type_emb is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros_like(input_ids)
@@ -119,26 +97,15 @@ class TransformerEncoder(nn.Module):
         """
         T = input_ids.shape[1]
         x = self.embed(input_ids, token_type_ids)  # (B, T, D)
-        mask = attention_keep_mask(attention_mask, causal=causal, query_length=T, device=x.device)
-        bias, rope = None, None
-        if self.config.position in ("alibi", "t5"):
-            # Merged with the mask once here, in the dtype attention will run in.
-            bias = merge_mask_and_bias(mask, self.positions(T, T), _compute_dtype(x))
-        elif self.config.position == "rope":
-            rope = self.positions(T)
+        keep = attention_keep_mask(attention_mask, causal=causal, query_length=T, device=x.device)
+        # Mask and score bias merged once, in the dtype attention runs in; every layer reuses it.
+        inputs = self_attention_inputs(self.positions, keep, T, compute_dtype(x))
         attentions = []
         for layer in self.layers:
-            x, weights = layer(x, mask, bias, rope, need_weights)
+            x, weights = layer(x, inputs.mask, None, inputs.rope, need_weights)
             attentions.append(weights)
         x = self.final_norm(x)
         return EncoderOutput(x, tuple(attentions) if need_weights else None)
-
-
-def _compute_dtype(x: Tensor) -> torch.dtype:
-    device = x.device.type
-    if torch.is_autocast_enabled(device):
-        return torch.get_autocast_dtype(device)
-    return x.dtype
 
 
 class TransformerClassifier(nn.Module):
@@ -180,13 +147,25 @@ class TransformerClassifier(nn.Module):
         return ClassifierOutput(logits, out.attentions)
 
 
-def forward_flops(config: EncoderConfig, batch_size: int, length: int) -> int:
-    """Matmul FLOPs of one encoder forward pass (2 per multiply-add), bidirectional attention.
+def forward_flops(
+    config: EncoderConfig, batch_size: int, length: int, num_classes: int | None = None
+) -> int:
+    """Matmul FLOPs of one forward pass (2 per multiply-add) on a (B, T) padded batch.
 
     Per layer and token: QKV and output projections 8 D^2, feed-forward 4 D F (6 D F for GLU
-    variants); per layer: scores and weighted sum 4 T^2 D per sequence.
+    variants); per layer and sequence: scores and weighted sum 4 T^2 D (bidirectional). With
+    `num_classes` C, the classification head adds 2 D C per sequence (it reads one pooled
+    vector). Embedding lookups, norms, softmax and pooling are not counted. The one FLOP count
+    shared by the training logs (MFU) and scripts/bench.py.
+
+    Args:
+        config: the encoder's architecture.
+        batch_size: B.
+        length: T, padded positions included.
+        num_classes: C to count `TransformerClassifier`'s head; None for the encoder alone.
     """
     D, F, L = config.d_model, config.d_ff, config.num_layers
     ff = 6 * D * F if config.ffn in ("swiglu", "geglu") else 4 * D * F
     per_token = L * (8 * D * D + ff)
-    return batch_size * (length * per_token + L * 4 * length * length * D)
+    head = 0 if num_classes is None else 2 * D * num_classes
+    return batch_size * (length * per_token + L * 4 * length * length * D + head)

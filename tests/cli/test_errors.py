@@ -21,8 +21,12 @@ import pytest
 import torch
 
 from tests.helpers import REPO, TINY_YAML, script_env
+from tscratch.cli.checks import check_max_length, check_resume
+from tscratch.config import EncoderConfig
 from tscratch.data.sources import load_source
-from tscratch.errors import check_position_table, check_resume, one_line
+from tscratch.errors import UserError, one_line
+from tscratch.nn.positions import POSITIONS, position_length_limit
+from tscratch.training.classification import ClassificationTask
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
@@ -41,6 +45,13 @@ class PoisonWeights(L.Callback):
         if trainer.global_step == self.at_step:
             with torch.no_grad():
                 next(pl_module.parameters()).fill_(float("nan"))
+
+
+class InternalBug(L.Callback):
+    """Test-only bug: a ValueError raised by library code, not by bad input."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        raise ValueError("internal invariant broken (deliberate, for the test)")
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -303,15 +314,18 @@ def test_ten_megabyte_document_is_truncated_in_modest_memory(script, tmp_path):
 # --- model ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("position", ["sinusoidal", "learned", "rope", "alibi", "t5", "none"])
+@pytest.mark.parametrize("position", sorted(POSITIONS))
 def test_only_position_tables_limit_max_length(position):
-    check_position_table(position, max_len=64, max_length=64)
-    if position in ("sinusoidal", "learned"):
+    config = EncoderConfig(vocab_size=50, d_model=16, num_heads=2, max_len=64, position=position)
+    check_max_length(config, 64)
+    limited = position_length_limit(config) is not None
+    assert limited == (position in ("sinusoidal", "learned"))
+    if limited:
         match = rf"\(65\) exceeds model\.max_len \(64\) of the {position} position table"
-        with pytest.raises(ValueError, match=match):
-            check_position_table(position, max_len=64, max_length=65)
+        with pytest.raises(UserError, match=match):
+            check_max_length(config, 65)
     else:
-        check_position_table(position, max_len=64, max_length=4096)
+        check_max_length(config, 4096)
 
 
 # --- checkpoints ------------------------------------------------------------------------------
@@ -345,11 +359,12 @@ def test_resume_with_another_architecture(script, earlier_run):
 def test_resume_check_ignores_training_settings(tmp_path):
     path = tmp_path / "x.ckpt"
     trained = {"d_model": 32, "dropout": 0.1, "lr": 1e-3, "label_names": ["a", "b"]}
-    torch.save({"hyper_parameters": trained}, path)
 
-    check_resume({**trained, "dropout": 0.3, "lr": 1.0, "label_names": ("a", "b")}, str(path))
-    with pytest.raises(ValueError, match=r"with label_names=\['a', 'b'\]; this run asks label_n"):
-        check_resume({**trained, "label_names": ["b", "a"]}, str(path))
+    keys = ClassificationTask.architecture_keys()
+    changed = {**trained, "dropout": 0.3, "lr": 1.0, "label_names": ("a", "b")}
+    check_resume(changed, trained, keys, str(path))
+    with pytest.raises(UserError, match=r"with label_names=\['a', 'b'\]; this run asks label_n"):
+        check_resume({**trained, "label_names": ["b", "a"]}, trained, keys, str(path))
 
 
 @pytest.mark.slow
@@ -414,3 +429,47 @@ def test_bad_value_type_gets_the_usage_message(script, tmp_path):
 
 def test_error_lines_fold_line_breaks():
     assert one_line(ValueError("first\n  second")) == "first second"
+
+
+# --- bugs are not user errors ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_internal_value_error_keeps_its_traceback(script, tmp_path):
+    proc = script(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", tmp_path,
+        "--trainer.fast_dev_run", "true", "--trainer.callbacks+=tests.cli.test_errors.InternalBug",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert proc.stderr.rstrip().endswith(
+        "ValueError: internal invariant broken (deliberate, for the test)"
+    )
+    assert "error: internal" not in proc.stderr
+
+
+def test_main_lets_a_plain_value_error_through(monkeypatch, tmp_path, data_cache):
+    """In process: only UserError becomes `error:` + exit 2; a ValueError propagates."""
+    from tscratch.cli import fit
+
+    def broken(*args, **kwargs):
+        raise ValueError("bug")
+
+    monkeypatch.setattr(fit, "check_max_length", broken)
+    monkeypatch.setattr(sys, "argv", ["fit.py"])
+    with pytest.raises(ValueError, match=r"^bug$"):
+        fit.main(["--config", str(TINY_YAML), "--trainer.default_root_dir", str(tmp_path)])
+
+
+def test_main_reports_a_user_error_in_one_line(monkeypatch, tmp_path, capsys, data_cache):
+    from tscratch.cli import fit
+
+    def bad_input(*args, **kwargs):
+        raise UserError("max_length (3) is bad;\nuse 4")
+
+    monkeypatch.setattr(fit, "check_max_length", bad_input)
+    monkeypatch.setattr(sys, "argv", ["fit.py"])
+    code = fit.main(["--config", str(TINY_YAML), "--trainer.default_root_dir", str(tmp_path)])
+    assert code == 2
+    assert capsys.readouterr().err == "error: max_length (3) is bad; use 4\n"

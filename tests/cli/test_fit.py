@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import sys
+import zipfile
 
 import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.helpers import TINY_YAML
-from tscratch.cli.fit import main, resolve_ckpt_path
+from tests.helpers import REPO, TINY_YAML
+from tscratch.cli.fit import CONFIGS, main, resolve_ckpt_path, with_configs
+from tscratch.cli.predict import Predictor
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +70,24 @@ def test_fit_logs_scalars_pictures_and_texts(tiny_run, events):
 
 
 @pytest.mark.slow
+def test_fit_with_csv_logger_writes_metrics_and_skips_pictures_once(run_script, tmp_path):
+    proc = run_script(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", tmp_path,
+        "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
+        "--trainer.logger.save_dir", tmp_path, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (metrics,) = tmp_path.glob("lightning_logs/version_0/metrics.csv")
+    header, *rows = metrics.read_text().splitlines()
+    columns = header.split(",")
+    assert {"val/acc", "test/acc", "hp/test_acc"} <= set(columns), columns
+    val_acc = [row.split(",")[columns.index("val/acc")] for row in rows]
+    assert [float(v) for v in val_acc if v] != []
+    assert (proc.stdout + proc.stderr).count("TensorBoard only: skipped with CSVLogger") == 1
+    assert not list(tmp_path.rglob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
 def test_print_config_prints_yaml_without_training(run_script, tmp_path):
     proc = run_script("fit.py", "--config", TINY_YAML, "--print_config", cwd=tmp_path)
 
@@ -85,7 +107,7 @@ def test_help_lists_model_options_with_their_docs(run_script, tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     help_text = re.sub(r"\s+", " ", proc.stdout)
     # The default shown is default.yaml's (loaded before any --config), not the class's 256.
-    assert "--model.d_model D_MODEL width of the residual stream. (type: int, default: 128)" in (
+    assert "--model.d_model D_MODEL Width of the residual stream. (type: int, default: 128)" in (
         help_text
     )
     assert "--ckpt_path CKPT_PATH Resume from this checkpoint; 'last'" in help_text
@@ -123,12 +145,12 @@ def test_bad_model_size_is_one_error_line(argv, capsys, tmp_path, shared_cache, 
 
 
 def test_resolve_ckpt_path_none_is_a_new_run(tmp_path):
-    assert resolve_ckpt_path(None, tmp_path) == (None, None)
+    assert resolve_ckpt_path(None, tmp_path)[:2] == (None, None)
 
 
 def test_resolve_ckpt_path_last_without_runs_is_a_new_run(tmp_path, caplog):
     with caplog.at_level("INFO", logger="tscratch"):
-        assert resolve_ckpt_path("last", tmp_path) == (None, None)
+        assert resolve_ckpt_path("last", tmp_path)[:2] == (None, None)
     assert "starting a new run" in caplog.text
 
 
@@ -151,11 +173,103 @@ def test_resolve_ckpt_path_last_picks_the_newest_run(tmp_path, caplog):
     newer = tmp_path / "lightning_logs" / "version_3" / "checkpoints" / "last.ckpt"
 
     with caplog.at_level("INFO", logger="tscratch"):
-        assert resolve_ckpt_path("last", tmp_path) == (str(newer), 3)
+        assert resolve_ckpt_path("last", tmp_path)[:2] == (str(newer), 3)
     assert f"resuming from {newer} (epoch 1, step 7)" in caplog.text
 
 
 def test_resolve_ckpt_path_file_outside_a_run_gets_a_new_version(tmp_path):
     path = tmp_path / "elsewhere.ckpt"
     torch.save({"epoch": 0, "global_step": 1, **RESUMABLE}, path)
-    assert resolve_ckpt_path(str(path), tmp_path) == (str(path), None)
+    assert resolve_ckpt_path(str(path), tmp_path)[:2] == (str(path), None)
+
+
+# --- a checkpoint is read once per command -----------------------------------------------------
+
+
+@pytest.fixture
+def count_loads(monkeypatch):
+    """Counts torch.load calls per file, whoever makes them (tscratch, Lightning)."""
+    loads: list[str] = []
+    real_load = torch.load
+
+    def counting_load(f, *args, **kwargs):
+        loads.append(str(f))
+        return real_load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting_load)
+    return loads
+
+
+@pytest.mark.slow
+def test_resume_reads_the_checkpoint_once(tiny_run, tmp_path, argv, data_cache, count_loads):
+    root = tmp_path / "root"
+    shutil.copytree(tiny_run.root, root)
+    last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    args = ["--config", str(TINY_YAML), "--trainer.default_root_dir", str(root)]
+    code = main([*args, "--ckpt_path", "last", "--trainer.max_epochs", "2", "--test", "false"])
+
+    assert code == 0
+    assert count_loads.count(str(last)) == 1, count_loads
+
+
+def test_predictor_reads_the_checkpoint_once(tiny_run, count_loads):
+    last = tiny_run.run / "checkpoints" / "last.ckpt"
+    predictor = Predictor(last)
+    assert next(predictor.predict(["Shares fell"]))["label"] in predictor.labels
+    assert count_loads == [str(last)]
+
+
+# --- configs ship in the package, and say what they inherit ------------------------------------
+
+
+def test_without_config_the_packaged_default_is_the_default_config():
+    default = [str(CONFIGS / "default.yaml")]
+    assert with_configs([]) == ([], default)
+    assert with_configs(["--model.lr", "1"]) == (["--model.lr", "1"], default)
+
+
+def test_a_config_name_is_a_packaged_config_and_nothing_is_layered_under_it():
+    tiny = str(CONFIGS / "tiny.yaml")
+    assert with_configs(["--config", "tiny"]) == (["--config", tiny], [])
+    assert with_configs(["--config=tiny", "--config", "my.yaml"]) == (
+        [f"--config={tiny}", "--config", "my.yaml"], [],
+    )  # fmt: skip
+    assert with_configs(["--config", "tiny.yaml"]) == (["--config", "tiny.yaml"], [])  # a path
+
+
+def test_article_config_is_exactly_the_article_recipe(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--config", "article", "--print_config"])
+    assert exit_info.value.code == 0
+    model = yaml.safe_load(capsys.readouterr().out)["model"]
+    article = {
+        "d_model": 256, "num_heads": 8, "d_ff": 1024, "num_layers": 6, "norm_first": False,
+        "position": "sinusoidal", "ffn": "relu", "pooling": "cls", "dropout": 0.1,
+        "token_dropout": 0.0, "scale_embeddings": True, "lr": 0.0001, "label_smoothing": 0.1,
+    }  # fmt: skip
+    assert {k: model[k] for k in article} == article
+
+
+def test_every_packaged_config_parses(argv, capsys):
+    names = sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+    assert names == ["article", "default", "imdb", "tiny"]
+    for name in names:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--config", name, "--print_config"])
+        assert exit_info.value.code == 0, name
+        assert yaml.safe_load(capsys.readouterr().out)["data"]["dataset"]
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_configs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+         str(tmp_path), str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = tmp_path.glob("tscratch-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {f"tscratch/configs/{n}.yaml" for n in ("default", "tiny", "article", "imdb")} <= set(
+        names
+    )

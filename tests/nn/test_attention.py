@@ -11,10 +11,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from tscratch.nn.attention import (
+    AUTO_POLICY,
     MultiHeadAttention,
     merge_mask_and_bias,
     scaled_dot_product_attention,
+    use_explicit,
 )
+from tscratch.nn.masks import AttentionMask
 
 pytestmark = pytest.mark.usefixtures("seed", "single_thread")
 
@@ -145,7 +148,7 @@ def randomize(module: nn.Module) -> None:
 
 @pytest.mark.parametrize("explicit", [False, True])
 def test_self_attention_matches_torch(explicit: bool) -> None:
-    ours = MultiHeadAttention(D, H, explicit=explicit).eval()
+    ours = MultiHeadAttention(D, H, impl="explicit" if explicit else "sdpa").eval()
     randomize(ours)
     theirs = copy_into_torch_mha(ours)
     x = torch.randn(B, T, D)
@@ -232,21 +235,88 @@ def _fused_calls(monkeypatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize(
-    ("length", "dtype", "grad", "fused"),
-    [
-        (128, torch.bfloat16, True, False),  # bf16 training, short: explicit (measured faster)
-        (136, torch.bfloat16, True, True),  # longer: the fused kernel
-        (128, torch.bfloat16, False, True),  # inference: the fused kernel
-        (128, torch.float32, True, True),  # fp32: the fused kernel
-    ],
-)
-def test_kernel_choice_for_cpu_training(monkeypatch, length, dtype, grad, fused):
-    from tscratch.nn.attention import scaled_dot_product_attention
+POLICY_CASES = [
+    (128, torch.bfloat16, True, False),  # bf16 training, short: explicit (measured faster)
+    (136, torch.bfloat16, True, True),  # longer: the fused kernel
+    (128, torch.bfloat16, False, True),  # inference: the fused kernel
+    (128, torch.float32, True, True),  # fp32: the fused kernel
+]
 
+
+@pytest.mark.parametrize(("length", "dtype", "grad", "fused"), POLICY_CASES)
+def test_auto_policy_for_cpu_training(monkeypatch, length, dtype, grad, fused):
     calls = _fused_calls(monkeypatch)
-    q, k, v = (torch.randn(1, 2, length, 8, dtype=dtype, requires_grad=grad) for _ in range(3))
+    x = torch.randn(1, length, D, dtype=dtype)
+    mha = MultiHeadAttention(D, H, impl="auto").to(dtype).requires_grad_(grad)
 
-    scaled_dot_product_attention(q, k, v)
+    mha(x)
 
     assert bool(calls) is fused
+    q = torch.randn(1, H, length, DH, dtype=dtype, requires_grad=grad)
+    assert use_explicit("auto", q, length) is not fused
+
+
+def test_auto_policy_table_is_per_device_type() -> None:
+    q = torch.randn(1, H, 8, DH, dtype=torch.bfloat16, requires_grad=True)
+    assert use_explicit("auto", q, 8)  # the measured CPU case
+    assert not use_explicit("auto", q.to("meta"), 8)  # no rule for the device type: fused
+    assert set(AUTO_POLICY) == {"cpu"}
+    (rule,) = AUTO_POLICY["cpu"]
+    assert (rule.dtype, rule.training, rule.max_keys) == (torch.bfloat16, True, 128)
+
+
+@pytest.mark.parametrize(("length", "dtype", "grad", "_fused"), POLICY_CASES)
+def test_sdpa_never_takes_the_explicit_path(monkeypatch, length, dtype, grad, _fused):
+    calls = _fused_calls(monkeypatch)
+    mha = MultiHeadAttention(D, H, impl="sdpa").to(dtype).requires_grad_(grad)
+    mha(torch.randn(1, length, D, dtype=dtype))
+    assert calls == [1]
+    q = torch.randn(1, H, length, DH, dtype=dtype, requires_grad=grad)
+    assert not use_explicit("sdpa", q, length)
+    assert use_explicit("sdpa", q, length, need_weights=True)  # weights need the explicit path
+
+
+def test_core_function_does_what_it_is_told(monkeypatch) -> None:
+    calls = _fused_calls(monkeypatch)
+    q, k, v = (torch.randn(1, 2, 8, 8, dtype=torch.bfloat16, requires_grad=True) for _ in "qkv")
+    scaled_dot_product_attention(q, k, v)  # the measured explicit case of "auto": still fused
+    assert calls == [1]
+    scaled_dot_product_attention(q, k, v, explicit=True)
+    assert calls == [1]
+
+
+def test_unknown_impl_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match=re.escape("attention_impl ('flash') must be one of")):
+        use_explicit("flash", torch.randn(1, 1, 2, 4), 2)  # type: ignore[arg-type]
+
+
+def test_prepared_mask_is_used_as_is(monkeypatch) -> None:
+    keep = key_padding([S, 0])
+    prepared = AttentionMask.build(keep, torch.randn(1, H, T, S), torch.float32)
+    torch.testing.assert_close(prepared.empty_rows, ~keep.any(-1, keepdim=True))
+    merges: list[int] = []
+    real_merge = AttentionMask.build.__func__
+
+    def counting(cls, *args):
+        merges.append(1)
+        return real_merge(cls, *args)
+
+    monkeypatch.setattr(AttentionMask, "build", classmethod(counting))
+    q, k, v = qkv()
+    for explicit in (False, True):
+        out, _ = scaled_dot_product_attention(q, k, v, prepared, explicit=explicit)
+        assert torch.all(out[1] == 0.0)
+        expected, _ = reference_attention(q, k, v, keep, prepared.bias.masked_fill(~keep, 0))
+        torch.testing.assert_close(out, expected.float(), **TOL)
+    assert merges == []  # nothing merged again
+    with pytest.raises(ValueError, match=re.escape("pass the bias inside the AttentionMask")):
+        scaled_dot_product_attention(q, k, v, prepared, torch.zeros(1))
+
+
+def test_prepared_mask_in_another_dtype_keeps_masked_entries_finite() -> None:
+    keep = key_padding([S, 2])
+    prepared = AttentionMask.build(keep, torch.randn(1, H, T, S), torch.float32)
+    bf16 = prepared.in_dtype(torch.bfloat16)
+    assert bf16.bias.dtype == torch.bfloat16 and torch.isfinite(bf16.bias).all()
+    assert torch.all(bf16.bias[1, :, :, 2:] == torch.finfo(torch.bfloat16).min)
+    assert prepared.in_dtype(torch.float32) is prepared

@@ -7,8 +7,10 @@ import torch
 from torch import nn
 
 from tscratch.config import EncoderConfig
-from tscratch.nn.blocks import DecoderBlock, EncoderBlock
+from tscratch.nn.attention import compute_dtype
+from tscratch.nn.blocks import DecoderBlock, EncoderBlock, self_attention_inputs
 from tscratch.nn.masks import attention_keep_mask
+from tscratch.nn.positions import POSITIONS
 
 pytestmark = pytest.mark.usefixtures("seed", "single_thread")
 
@@ -108,9 +110,19 @@ def test_decoder_block_matches_torch(norm_first: bool) -> None:
     torch.testing.assert_close(out, expected, **TOL)
 
 
-def test_decoder_future_targets_never_change_the_past() -> None:
-    block = DecoderBlock(config()).eval()
+def spread(block: nn.Module) -> None:
+    """Random weights, and position biases large enough for a wrong one to show."""
     randomize(block)
+    with torch.no_grad():
+        for name, p in block.named_parameters():
+            if name.startswith("positions."):
+                p.normal_(0.0, 1.0)
+
+
+@pytest.mark.parametrize("position", list(POSITIONS))
+def test_decoder_future_targets_never_change_the_past(position: str) -> None:
+    block = DecoderBlock(config(position=position)).eval()
+    spread(block)
     x, memory = torch.randn(1, T, D), torch.randn(1, S, D)
     out, _, _ = block(x, memory)
     for t in range(T - 1):
@@ -121,6 +133,50 @@ def test_decoder_future_targets_never_change_the_past() -> None:
         assert not torch.allclose(out_changed[:, t + 1 :], out[:, t + 1 :], atol=1e-3)
     _, self_weights, _ = block(x, memory, need_weights=True)
     assert torch.all(self_weights.triu(1) == 0)
+
+
+@pytest.mark.parametrize("position", list(POSITIONS))
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_explicit_and_fused_agree(position: str, norm_first: bool) -> None:
+    cfg = config(position=position, norm_first=norm_first)
+    fused = DecoderBlock(cfg.replace(attention_impl="sdpa"))
+    spread(fused)
+    explicit = DecoderBlock(cfg.replace(attention_impl="explicit"))
+    explicit.load_state_dict(fused.state_dict())
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    target_real, memory_real = lengths_mask([T, 4], T), lengths_mask([S, 2], S)
+    weight = torch.randn(B, T, D)
+    results = []
+    for block in (fused, explicit):
+        out, _, _ = block(x, memory, target_real, memory_real)
+        (out * weight).sum().backward()
+        results.append((out, {n: p.grad for n, p in block.named_parameters()}))
+    (out_f, grads_f), (out_e, grads_e) = results
+    torch.testing.assert_close(out_f, out_e, **TOL)
+    for name, grad in grads_f.items():
+        torch.testing.assert_close(grad, grads_e[name], atol=1e-4, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("position", list(POSITIONS))
+def test_decoder_positions_act_in_self_attention_only(position: str) -> None:
+    scheme = POSITIONS[position]
+    block = DecoderBlock(config(position=position)).eval()
+    spread(block)
+    # Absolute schemes belong to the target embeddings: the block holds no table of them.
+    assert (block.positions.kind is None) == (scheme.kind in (None, "absolute"))
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    target_real = lengths_mask([T, 4], T)
+    keep = attention_keep_mask(target_real, causal=True)
+    inputs = self_attention_inputs(block.positions, keep, T, compute_dtype(x))
+    out, _, _ = block(x, memory, target_real)
+    shared, _, _ = block(x, memory, self_inputs=inputs)  # what a decoder stack passes
+    torch.testing.assert_close(shared, out, atol=0, rtol=0)
+    plain = DecoderBlock(config(position="none")).eval()
+    plain.load_state_dict(block.state_dict(), strict=False)
+    moved = not torch.allclose(plain(x, memory, target_real)[0], out, atol=1e-4)
+    assert moved == (scheme.kind in ("bias", "rotary"))
+    with pytest.raises(ValueError, match="pass attention_mask or self_inputs, not both"):
+        block(x, memory, target_real, self_inputs=inputs)
 
 
 def test_decoder_without_causal_mask_sees_the_future() -> None:

@@ -8,14 +8,20 @@ import re
 import pytest
 import torch
 
+from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
 from tscratch.nn.positions import (
+    POSITIONS,
     ALiBiBias,
     LearnedPositions,
+    PositionScheme,
     RotaryEmbedding,
     SinusoidalPositions,
     T5RelativeBias,
     alibi_slopes,
     apply_rotary,
+    position_length_limit,
+    position_scheme,
     sinusoidal_table,
     t5_relative_buckets,
 )
@@ -195,3 +201,53 @@ def test_t5_bias_rejects_degenerate_buckets(buckets: int, distance: int) -> None
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         T5RelativeBias(2, buckets, distance)
+
+
+# --- the PositionScheme interface ---------------------------------------------------------------
+
+
+def scheme_config(**changes) -> EncoderConfig:
+    base = {"vocab_size": 11, "d_model": 16, "num_heads": 2, "d_ff": 32, "max_len": 12}
+    return EncoderConfig(**{**base, **changes})
+
+
+@pytest.mark.parametrize("name", list(POSITIONS))
+def test_each_scheme_acts_only_through_its_kind(name: str) -> None:
+    scheme = position_scheme(scheme_config(position=name))
+    assert isinstance(scheme, PositionScheme) and type(scheme) is POSITIONS[name]
+    assert scheme.name == name
+    x = torch.randn(2, 5, 16)
+    embedded, bias, angles = scheme.embed(x), scheme.score_bias(5, 6), scheme.rotary(5)
+    assert (embedded is not x) == (scheme.kind == "absolute")
+    assert (bias is not None) == (scheme.kind == "bias")
+    assert (angles is not None) == (scheme.kind == "rotary")
+    if bias is not None:
+        assert bias.shape == (1, 2, 5, 6)
+    if angles is not None:
+        assert [a.shape for a in angles] == [(5, 8), (5, 8)]
+
+
+@pytest.mark.parametrize("name", list(POSITIONS))
+def test_length_limit_matches_the_scheme(name: str) -> None:
+    config = scheme_config(position=name)
+    scheme = position_scheme(config)
+    limit = position_length_limit(config)
+    assert scheme.max_length == limit
+    assert limit == (config.max_len if scheme.kind == "absolute" else None)
+    if limit is not None:
+        with pytest.raises(UserError, match=re.escape("sequence length (13) exceeds max_len")):
+            scheme.embed(torch.randn(1, limit + 1, 16))
+
+
+def test_rope_needs_even_head_size() -> None:
+    message = "position 'rope' needs an even head size, got d_model (18) / num_heads (2) = 9"
+    config = scheme_config(d_model=18, num_heads=2, position="rope")  # the config cannot know
+    with pytest.raises(UserError, match=re.escape(message)):
+        position_scheme(config)
+    position_scheme(config.replace(position="alibi"))  # odd head sizes are fine elsewhere
+
+
+def test_absolute_embed_adds_the_table_exactly() -> None:
+    scheme = position_scheme(scheme_config(position="sinusoidal"))
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(scheme.embed(x), x + sinusoidal_table(12, 16)[:5], atol=0, rtol=0)

@@ -19,6 +19,7 @@ from typing import Any
 import lightning as L
 
 from tscratch.data.datamodule import TextClassificationData
+from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
 
@@ -29,11 +30,11 @@ def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[st
     """Test metrics (`test/acc`, `test/f1`, `test/loss`) of the checkpoint on a test split."""
     path = Path(ckpt_path)
     if not path.is_file():
-        raise FileNotFoundError(f"--ckpt_path {ckpt_path}: no such file")
-    checkpoint = read_checkpoint(path)  # CRC-checked, data only: one line if broken
-    model = ClassificationTask.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+        raise MissingFile(f"--ckpt_path {ckpt_path}: no such file")
+    checkpoint = read_checkpoint(path)  # once; CRC-checked, data only: one line if broken
+    model = ClassificationTask.from_checkpoint(checkpoint)
     if model.tokenizer_json is None:
-        raise ValueError(f"{path} holds no tokenizer; was it saved by tscratch?")
+        raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
     data_args = {
         k: v
         for k, v in checkpoint.get("datamodule_hyper_parameters", {}).items()
@@ -52,7 +53,7 @@ def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[st
         data_args["max_length"] = model.max_length or data_args.get("max_length", 256)
         data = TextClassificationData(**data_args)
         if list(data.label_names) != list(model.label_names):
-            raise ValueError(
+            raise UserError(
                 f"the data's labels {data.label_names} differ from the model's "
                 f"{model.label_names}; evaluate on data with the same label set"
             )
@@ -75,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
     try:
         metrics = evaluate(args.ckpt_path, overrides)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
+        return report(error)
     sys.stdout.write(json.dumps(metrics) + "\n")
     return 0

@@ -14,7 +14,8 @@ short summary. What it adds to Lightning's defaults, and why:
   (skipping torn or corrupt files with a warning) and keeps logging into that run's folder
   (Lightning's own `last` only looks in a fresh folder);
 - checkpoints are written atomically and loaded as data only
-  (`tscratch.training.checkpointing`), and Ctrl-C or SIGTERM saves `last.ckpt` and prints how to resume (`tscratch.training.callbacks`).
+  (`tscratch.training.checkpointing`), and Ctrl-C or SIGTERM saves `last.ckpt` and prints how
+  to resume (`tscratch.training.callbacks`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from tscratch.cli.checks import check_max_length, check_resume
 from tscratch.data.datamodule import TextClassificationData
-from tscratch.errors import USER_ERRORS, check_position_table, check_resume, report
+from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
     CheckpointError,
@@ -41,12 +43,13 @@ from tscratch.training.checkpointing import (
     read_checkpoint,
 )
 from tscratch.training.classification import ClassificationTask
+from tscratch.training.pictures import ValidationPictures
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
-# Loaded before any --config file or flag, which override it (see README).
-DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+# Shipped inside the package, so they work from a wheel too: `--config tiny` names one.
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 class LatestCheckpoint(ModelCheckpoint):
@@ -102,6 +105,9 @@ def default_precision() -> str:
 class TScratchCLI(LightningCLI):
     """LightningCLI with data-to-model links, a resumable checkpoint layout and test-after-fit."""
 
+    resume_state: dict[str, Any] | None = None
+    """The checkpoint `--ckpt_path` names, read once while resolving it."""
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in ("vocab_size", "num_classes", "pad_id", "label_names"):
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
@@ -129,7 +135,7 @@ class TScratchCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config
         root = Path(config.trainer.default_root_dir or ".")
-        config.ckpt_path, version = resolve_ckpt_path(config.ckpt_path, root)
+        config.ckpt_path, version, self.resume_state = resolve_ckpt_path(config.ckpt_path, root)
         if version is not None:  # resuming into the run's own folder: of course it is not empty
             warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
         if config.trainer.logger in (None, True):
@@ -155,10 +161,13 @@ class TScratchCLI(LightningCLI):
             )
 
 
-def resolve_ckpt_path(ckpt_path: str | None, root: Path) -> tuple[str | None, int | None]:
-    """Turn `--ckpt_path` into a file and the run version to keep logging into."""
+def resolve_ckpt_path(
+    ckpt_path: str | None, root: Path
+) -> tuple[str | None, int | None, dict[str, Any] | None]:
+    """Turn `--ckpt_path` into a file, the run version to keep logging into, and the checkpoint
+    itself (read and verified once, then handed to the Trainer)."""
     if ckpt_path is None:
-        return None, None
+        return None, None, None
     if ckpt_path == "last":
         # Any run's checkpoint, newest first, skipping broken ones (warned): a torn or corrupt
         # last.ckpt falls back to the run's best-*.ckpt or an older run's last.ckpt.
@@ -171,21 +180,19 @@ def resolve_ckpt_path(ckpt_path: str | None, root: Path) -> tuple[str | None, in
                     f"{root / RUNS} can be resumed (see the warnings above)"
                 )
             log.info("no checkpoint under %s yet: starting a new run", root / RUNS)
-            return None, None
+            return None, None, None
         path, state = found
     else:
         path = Path(ckpt_path)
         if not path.is_file():
-            raise FileNotFoundError(
-                f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'"
-            )
+            raise MissingFile(f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'")
         state = read_checkpoint(path)
     log.info("resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"])
     run = path.parent.parent
     version = None
     if run.parent.name == RUNS and run.name.startswith("version_"):
         version = int(run.name.removeprefix("version_"))
-    return str(path), version
+    return str(path), version, state
 
 
 def trainer_defaults() -> dict[str, Any]:
@@ -199,6 +206,8 @@ def trainer_defaults() -> dict[str, Any]:
             # train/device/items_per_sec = real (non-pad) tokens/s; train/device/mfu.
             TokenThroughput(window_size=20),
             GracefulStop(),  # Ctrl-C / SIGTERM: finish the step, save last.ckpt, exit 130 / 143
+            # TensorBoard: confusion matrix, attention heatmaps, misclassified validation texts.
+            ValidationPictures(),
         ],
     }
 
@@ -207,6 +216,9 @@ def main(args: list[str] | None = None) -> int:
     """Train, test the best checkpoint and print a summary. Returns the exit code."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
+    # The command line reaches LightningCLI as `args` (configs resolved), not as sys.argv.
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    args, defaults = with_configs(sys.argv[1:] if args is None else args)
     try:
         cli = TScratchCLI(
             ClassificationTask,
@@ -216,34 +228,71 @@ def main(args: list[str] | None = None) -> int:
             seed_everything_default=0,  # what `true` means, without Lightning's "No seed found"
             trainer_defaults=trainer_defaults(),
             save_config_kwargs={"overwrite": True},
-            parser_kwargs={"default_config_files": [str(DEFAULT_CONFIG)]},
+            parser_kwargs={"default_config_files": defaults},
         )
-        config, trainer = cli.config, cli.trainer
+        config, trainer, model = cli.config, cli.trainer, cli.model
         # Before fit: a bad combination fails here, before the run folder or any file is written.
-        hp = cli.model.hparams
-        check_position_table(hp.position, hp.max_len, cli.datamodule.max_length)
-        check_resume(hp, config.ckpt_path)
-        trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
+        check_max_length(model.config, cli.datamodule.max_length)
+        if cli.resume_state is not None:
+            trained = cli.resume_state.get("hyper_parameters") or {}
+            check_resume(model.hparams, trained, model.architecture_keys(), config.ckpt_path)
+            checkpoint_io = trainer.strategy.checkpoint_io
+            if isinstance(checkpoint_io, SafeCheckpointIO):  # read once: hand it over
+                checkpoint_io.hand_over(config.ckpt_path, cli.resume_state)
+            cli.resume_state = None
+        trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
-            trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best)
+            trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)
             _log_final_metrics(trainer)
             _summary(trainer, best)
-    except USER_ERRORS as error:  # bad input: one line, exit 2; anything else is a bug
+    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     return 0
 
 
+def with_configs(args: list[str]) -> tuple[list[str], list[str]]:
+    """The arguments with config names resolved, and the default config files.
+
+    `--config tiny` is the packaged tiny.yaml. Without any `--config`, the packaged default.yaml
+    is the parser's default config (flags override it; `--help` shows its values); with one, no
+    file is layered underneath: a config never inherits from another behind the user's back.
+    """
+    resolved, named = [], False
+    i = 0
+    while i < len(args):
+        arg = str(args[i])
+        if arg == "--config" and i + 1 < len(args):
+            resolved += ["--config", packaged_config(str(args[i + 1]))]
+            named, i = True, i + 2
+            continue
+        if arg.startswith("--config="):
+            resolved.append("--config=" + packaged_config(arg.removeprefix("--config=")))
+            named = True
+        else:
+            resolved.append(args[i])
+        i += 1
+    return resolved, [] if named else [str(CONFIGS / "default.yaml")]
+
+
+def packaged_config(name: str) -> str:
+    """`tiny` -> the path of tscratch/configs/tiny.yaml; anything else is returned as given."""
+    candidate = CONFIGS / f"{name}.yaml"
+    if "/" not in name and not name.endswith((".yaml", ".yml", ".json")) and candidate.is_file():
+        return str(candidate)
+    return name
+
+
 def _log_final_metrics(trainer) -> None:
-    """Fill the HPARAMS tab's figures: best validation accuracy, test accuracy and F1."""
-    if trainer.logger is None:
-        return
+    """Log the run's final figures as hp/ metrics (TensorBoard shows them in its HPARAMS tab):
+    best validation accuracy, test accuracy and F1. Any logger takes them."""
     metrics = trainer.callback_metrics
     final = {"hp/test_acc": metrics.get("test/acc"), "hp/test_f1": metrics.get("test/f1")}
     final["hp/best_val_acc"] = trainer.checkpoint_callback.best_model_score
     final = {k: float(v) for k, v in final.items() if v is not None}
-    trainer.logger.log_metrics(final, step=trainer.global_step)
-    trainer.logger.save()
+    for logger in trainer.loggers:
+        logger.log_metrics(final, step=trainer.global_step)
+        logger.save()
 
 
 def _summary(trainer, best: str | None) -> None:

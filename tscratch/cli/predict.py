@@ -17,7 +17,7 @@ import torch
 from tokenizers import Tokenizer
 
 from tscratch.data.datamodule import encode_texts
-from tscratch.errors import USER_ERRORS, report
+from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
 
@@ -28,15 +28,12 @@ class Predictor:
     def __init__(self, ckpt_path: str | Path, device: str = "cpu") -> None:
         path = Path(ckpt_path)
         if not path.is_file():
-            raise FileNotFoundError(f"--ckpt_path {ckpt_path}: no such file")
-        # One clear line for a torn, corrupt or code-carrying file (Lightning's load would give a
-        # page of torch advice); the weights are then read again, as data only, by Lightning.
-        read_checkpoint(path)
-        self.model = ClassificationTask.load_from_checkpoint(
-            path, map_location=device, weights_only=True
-        ).eval()
+            raise MissingFile(f"--ckpt_path {ckpt_path}: no such file")
+        # Read once, as data only: one clear line for a torn, corrupt or code-carrying file.
+        checkpoint = read_checkpoint(path, map_location=device)
+        self.model = ClassificationTask.from_checkpoint(checkpoint).to(device).eval()
         if self.model.tokenizer_json is None:
-            raise ValueError(f"{path} holds no tokenizer; was it saved by tscratch?")
+            raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
         self.tokenizer = Tokenizer.from_str(self.model.tokenizer_json)
         self.max_length = self.model.max_length or self.model.config.max_len
         self.labels = self.model.label_names
@@ -68,11 +65,11 @@ def _read_inputs(texts: list[str], input_file: str | None) -> list[str]:
         else:
             path = Path(input_file)
             if not path.is_file():
-                raise FileNotFoundError(f"--input {input_file}: no such file")
+                raise MissingFile(f"--input {input_file}: no such file")
             lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
     lines = [line for line in lines if line.strip()]
     if not lines:
-        raise ValueError("no input: pass texts as arguments or --input FILE (one text per line)")
+        raise UserError("no input: pass texts as arguments or --input FILE (one text per line)")
     return lines
 
 
@@ -89,6 +86,6 @@ def main(argv: list[str] | None = None) -> int:
         predictor = Predictor(args.ckpt_path, args.device)
         for result in predictor.predict(texts, args.batch_size):
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
-    except USER_ERRORS as error:  # bad input: one line, exit 2; anything else is a bug
+    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     return 0

@@ -29,6 +29,7 @@ from tscratch.data.tokenizer import (
     fingerprint,
     load_tokenizer,
 )
+from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +54,42 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
 
 @dataclass(frozen=True)
 class PadCollator:
-    """Collates ``{"input_ids", "labels"}`` rows into a padded batch (see :func:`pad_batch`)."""
+    """Collates ``{"input_ids", "labels"}`` rows into a padded batch (see :func:`pad_batch`).
+
+    Rows that carry an ``index`` (see :class:`IndexedRows`) give the batch an ``index`` (B,) long.
+    """
 
     pad_id: int
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
         labels = torch.as_tensor([r["labels"] for r in rows], dtype=torch.long)
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        if "index" in rows[0]:
+            batch["index"] = torch.as_tensor([r["index"] for r in rows], dtype=torch.long)
+        return batch
+
+
+class IndexedRows(torch.utils.data.Dataset):
+    """The rows of a split, each with its row number under ``index``.
+
+    Eval batches carry it so that a callback can show a row as the dataset wrote it
+    (:meth:`TextClassificationData.text`) rather than as decoded token ids.
+    """
+
+    def __init__(self, rows: Dataset) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        return {**self.rows[index], "index": index}
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        # DataLoader fetches a whole batch through this when it exists: one Arrow read per batch.
+        rows = self.rows.__getitems__(indices)
+        return [{**row, "index": i} for row, i in zip(rows, indices, strict=True)]
 
 
 def encode_ids(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
@@ -93,8 +122,10 @@ class TextClassificationData(L.LightningDataModule):
     ``pad_id``, ``label_names`` or ``tokenizer`` (the CLI reads them to size the model) and
     reused by ``setup()``. Batches are dicts of ``input_ids`` (B, T) long, ``attention_mask``
     (B, T) bool (True = real token) and ``labels`` (B,) long, with T the longest row rounded up to
-    a multiple of 8. The training loader is resumable mid-epoch; under DDP each rank gets a
-    disjoint shard, so the Trainer needs ``use_distributed_sampler=False``.
+    a multiple of 8; validation and test batches also carry ``index`` (B,) long, the rows'
+    numbers in their split (``text(split, index)`` gives their raw text). The training loader is
+    resumable mid-epoch; under DDP each rank gets a disjoint shard, so the Trainer needs
+    ``use_distributed_sampler=False``.
 
     Args:
         dataset: "bbc_news" (built in, offline), "csv"/"json"/"parquet" with data_files, a path
@@ -249,6 +280,10 @@ class TextClassificationData(L.LightningDataModule):
         self.setup()
         return self._tokenized[name]
 
+    def text(self, split: Literal["train", "validation", "test"], index: int) -> str:
+        """The raw text of row ``index`` of ``split`` (an eval batch's ``index`` names rows)."""
+        return self._prepare().splits[split][int(index)]["text"]
+
     def train_sampler(self) -> LengthBucketBatchSampler:
         """The training batch sampler, sharded over the Trainer's processes when attached."""
         world = (
@@ -282,7 +317,7 @@ class TextClassificationData(L.LightningDataModule):
         lengths = column(ds, "length")
         order = sorted(range(len(ds)), key=lambda i: -lengths[i])
         return DataLoader(
-            ds,
+            IndexedRows(ds),  # batches carry row numbers: see text()
             batch_size=self._eval_batch_size,
             sampler=order,
             collate_fn=PadCollator(self.pad_id),
@@ -339,7 +374,7 @@ def _check_args(
     tokenizer_model: str,
 ) -> None:
     if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise ValueError(
+        raise UserError(
             f"val_fraction ({val_fraction}) and test_fraction ({test_fraction}) must be in (0, 1) "
             "and sum to less than 1"
         )
@@ -349,6 +384,6 @@ def _check_args(
         ("batch_size", batch_size),
     ):
         if value < 2:
-            raise ValueError(f"{arg} ({value}) must be at least 2")
+            raise UserError(f"{arg} ({value}) must be at least 2")
     if tokenizer_model not in ("wordpiece", "bpe"):
-        raise ValueError(f"tokenizer_model {tokenizer_model!r} must be 'wordpiece' or 'bpe'")
+        raise UserError(f"tokenizer_model {tokenizer_model!r} must be 'wordpiece' or 'bpe'")

@@ -23,6 +23,8 @@ import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Value
 from datasets.exceptions import DatasetGenerationError
 
+from tscratch.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 BBC_NEWS = "bbc_news"
@@ -94,16 +96,14 @@ def load_source(
         return DatasetDict({"train": load_bbc_news()})
     if dataset in set(LOCAL_FORMATS.values()):
         if data_files is None:
-            raise ValueError(
-                f"dataset={dataset!r} needs data_files=PATH (or a dict of split: PATH)"
-            )
+            raise UserError(f"dataset={dataset!r} needs data_files=PATH (or a dict of split: PATH)")
         _check_files_exist(data_files)
         return _load_local(dataset, _flat(data_files), cache_dir, data_files=data_files)
     path = Path(dataset).expanduser()
     if path.exists():
         return _load_path(path, cache_dir)
     if Path(dataset).suffix in LOCAL_FORMATS or dataset.startswith((".", "/", "~")):
-        raise ValueError(
+        raise UserError(
             f"data file {dataset!r} does not exist; check the path, or use dataset='bbc_news'"
         )
     return _load_hub(dataset, name, cache_dir)
@@ -113,14 +113,14 @@ def _check_files_exist(data_files: str | list[str] | dict[str, str | list[str]])
     for file in _flat(data_files):
         # Globs and URLs are load_dataset's business; only plain paths can be checked here.
         if not _is_glob(file) and "://" not in file and not Path(file).exists():
-            raise ValueError(f"data file {file!r} does not exist; check data_files")
+            raise UserError(f"data file {file!r} does not exist; check data_files")
 
 
 def _load_path(path: Path, cache_dir: str | None) -> DatasetDict:
     files = sorted(path.iterdir()) if path.is_dir() else [path]
     formats = {LOCAL_FORMATS[f.suffix] for f in files if f.suffix in LOCAL_FORMATS}
     if len(formats) != 1:
-        raise ValueError(
+        raise UserError(
             f"cannot infer one data format from {str(path)!r} (found {sorted(formats)}); "
             f"use files ending in {sorted(LOCAL_FORMATS)}, all of one format"
         )
@@ -148,8 +148,8 @@ def _load_local(fmt: str, files: list[str], cache_dir: str | None, **where: Any)
     except (ValueError, DatasetGenerationError) as err:  # the parsers' errors name no file
         source, cause = next(iter(where.values())), _innermost(err)
         if "corresponds to no data" in str(cause):
-            raise ValueError(f"{source!r} holds no data rows; add rows below the header") from err
-        raise ValueError(f"could not read {source!r} as {fmt}: {cause}; check the file") from err
+            raise UserError(f"{source!r} holds no data rows; add rows below the header") from err
+        raise UserError(f"could not read {source!r} as {fmt}: {cause}; check the file") from err
 
 
 def _flat(data_files: str | list[str] | dict[str, str | list[str]]) -> list[str]:
@@ -191,13 +191,13 @@ def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetD
     try:
         loaded = datasets.load_dataset(dataset, name, cache_dir=cache_dir)
     except Exception as err:  # offline, unknown id, gated repo...: all mean "use something else"
-        raise ValueError(
+        raise UserError(
             f"could not load dataset {dataset!r} from the Hugging Face hub "
             f"({type(err).__name__}; no local file or folder of that name either); pass a local "
             f".csv/.json/.parquet path or dataset='bbc_news'"
         ) from err
     if not isinstance(loaded, DatasetDict):
-        raise ValueError(f"dataset {dataset!r} did not load as a dict of splits; pass a split dict")
+        raise UserError(f"dataset {dataset!r} did not load as a dict of splits; pass a split dict")
     return loaded
 
 
@@ -207,7 +207,7 @@ def pick_column(
     """Returns ``given`` if it is a column, else the first of ``candidates`` present (any case)."""
     if given is not None:
         if given not in columns:
-            raise ValueError(
+            raise UserError(
                 f"{role}_column {given!r} not found; available columns: {list(columns)}"
             )
         return given
@@ -215,7 +215,7 @@ def pick_column(
     for candidate in candidates:
         if candidate in lowered:
             return lowered[candidate]
-    raise ValueError(
+    raise UserError(
         f"cannot guess the {role} column from {list(columns)}; set {role}_column to one of them"
     )
 
@@ -235,7 +235,7 @@ def prepare_splits(
     label_col = pick_column(columns, label_column, LABEL_COLUMNS, "label")
     feature = splits["train"].features[text_col]
     if not (isinstance(feature, Value) and feature.dtype in ("string", "large_string")):
-        raise ValueError(f"text column {text_col!r} holds {feature}, not strings; set text_column")
+        raise UserError(f"text column {text_col!r} holds {feature}, not strings; set text_column")
 
     rows = {s: _clean_rows(ds, text_col, label_col, s) for s, ds in splits.items()}
     encode, label_names = _label_encoder(splits["train"].features[label_col], rows["train"][1])
@@ -251,7 +251,7 @@ def prepare_splits(
     for split in SPLITS:
         split_texts, split_labels = encoded[split]
         if not split_texts:
-            raise ValueError(f"the {split} split is empty; add data or raise val/test fractions")
+            raise UserError(f"the {split} split is empty; add data or raise val/test fractions")
         out[split] = Dataset.from_dict({"text": split_texts, "labels": split_labels})
     return LabeledSplits(**out, label_names=label_names)
 
@@ -260,7 +260,7 @@ def _rename_splits(raw: DatasetDict) -> dict[str, Dataset]:
     renamed = {SPLIT_ALIASES[k.lower()]: v for k, v in raw.items() if k.lower() in SPLIT_ALIASES}
     if "train" not in renamed:
         if len(raw) != 1:
-            raise ValueError(f"no train split among {list(raw)}; name one 'train'")
+            raise UserError(f"no train split among {list(raw)}; name one 'train'")
         renamed["train"] = next(iter(raw.values()))
     return renamed
 
@@ -268,7 +268,7 @@ def _rename_splits(raw: DatasetDict) -> dict[str, Dataset]:
 def _clean_rows(ds: Dataset, text_col: str, label_col: str, split: str) -> tuple[list, list]:
     for col in (text_col, label_col):
         if col not in ds.column_names:
-            raise ValueError(f"the {split} split has no column {col!r}; it has {ds.column_names}")
+            raise UserError(f"the {split} split has no column {col!r}; it has {ds.column_names}")
     keep = [
         (text, label)
         for text, label in zip(column(ds, text_col), column(ds, label_col), strict=True)
@@ -280,7 +280,7 @@ def _clean_rows(ds: Dataset, text_col: str, label_col: str, split: str) -> tuple
             dropped, split, len(keep), len(ds),
         )  # fmt: skip
     if not keep:
-        raise ValueError(
+        raise UserError(
             f"the {split} split has no rows with text and a label ({len(ds)} rows, all with an "
             f"empty {text_col!r} or no {label_col!r}); fix the data or set text_column/label_column"
         )
@@ -305,7 +305,7 @@ def _label_encoder(feature: Any, train_labels: list) -> tuple[Any, list[str]]:
     def encode(label: Any, split: str) -> int:
         if (label_id := ids.get(str(label) if as_text else label)) is None:
             seen = [names[i] for i in sorted(ids.values())]
-            raise ValueError(
+            raise UserError(
                 f"label {label!r} in the {split} split never occurs in the training split "
                 f"(training labels: {seen}); fix the data or merge the splits"
             )

@@ -18,6 +18,8 @@ from typing import Literal
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers.processors import TemplateProcessing
 
+from tscratch.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")  # in id order: [PAD] is 0
@@ -48,7 +50,7 @@ def train_tokenizer(
             vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS], continuing_subword_prefix="##"
         )
     else:
-        raise ValueError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
+        raise UserError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
     tokenizer.normalizer = normalizers.Sequence(
         [
             normalizers.NFKC(),
@@ -75,16 +77,14 @@ def load_tokenizer(path: str) -> Tokenizer:
     fix = "pass a tokenizer.json saved by `tokenizers`, or drop tokenizer to train one"
     file = Path(path).expanduser()
     if not file.is_file():
-        raise ValueError(f"{path!r} is not a readable tokenizer.json (no such file); {fix}")
+        raise UserError(f"{path!r} is not a readable tokenizer.json (no such file); {fix}")
     try:
         tokenizer = Tokenizer.from_file(str(file))
     except Exception as err:  # tokenizers raises a bare Exception on a bad file
         reason = " ".join(str(err).split())
-        raise ValueError(f"{path!r} is not a readable tokenizer.json ({reason}); {fix}") from err
+        raise UserError(f"{path!r} is not a readable tokenizer.json ({reason}); {fix}") from err
     if tokenizer.token_to_id("[PAD]") is None:
-        raise ValueError(
-            f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one"
-        )
+        raise UserError(f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one")
     return tokenizer
 
 

@@ -10,41 +10,68 @@ True/1 for a real token and False/0 for padding. Attention masks built from it a
 "keep" masks: True where a query may look at a key.
 """
 
-from tscratch.nn.attention import MultiHeadAttention, scaled_dot_product_attention
-from tscratch.nn.blocks import DecoderBlock, EncoderBlock
+from tscratch.nn.attention import (
+    AUTO_POLICY,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+    use_explicit,
+)
+from tscratch.nn.blocks import (
+    DecoderBlock,
+    EncoderBlock,
+    SelfAttentionInputs,
+    self_attention_inputs,
+)
 from tscratch.nn.feedforward import FeedForward
 from tscratch.nn.heads import ClassificationHead, pool
-from tscratch.nn.masks import attention_keep_mask, causal_mask, padding_mask
+from tscratch.nn.masks import AttentionMask, attention_keep_mask, causal_mask, padding_mask
 from tscratch.nn.norms import make_norm
 from tscratch.nn.positions import (
+    POSITIONS,
     ALiBiBias,
     LearnedPositions,
+    NoPositions,
+    PositionScheme,
     RotaryEmbedding,
     SinusoidalPositions,
     T5RelativeBias,
     alibi_slopes,
+    apply_rotary,
+    position_length_limit,
+    position_scheme,
     sinusoidal_table,
     t5_relative_buckets,
 )
 
 __all__ = [
+    "AUTO_POLICY",
+    "POSITIONS",
     "ALiBiBias",
+    "AttentionMask",
     "ClassificationHead",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",
     "LearnedPositions",
     "MultiHeadAttention",
+    "NoPositions",
+    "PositionScheme",
     "RotaryEmbedding",
+    "SelfAttentionInputs",
     "SinusoidalPositions",
     "T5RelativeBias",
     "alibi_slopes",
+    "apply_rotary",
     "attention_keep_mask",
     "causal_mask",
     "make_norm",
     "padding_mask",
     "pool",
+    "position_length_limit",
+    "position_scheme",
     "scaled_dot_product_attention",
+    "self_attention_inputs",
     "sinusoidal_table",
     "t5_relative_buckets",
+    "use_explicit",
 ]

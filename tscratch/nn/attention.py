@@ -4,51 +4,100 @@ Two paths give the same numbers:
 
 - explicit: `softmax(Q K^T / sqrt(Dh) + bias) V`, written out so it can return the weights
   (for pictures and debugging);
-- fused: `torch.nn.functional.scaled_dot_product_attention`, used whenever the weights are not
-  asked for. It keeps no (T, S) matrix for backward and picks flash/memory-efficient kernels
-  where the backend has them.
+- fused: `torch.nn.functional.scaled_dot_product_attention`. It keeps no (T, S) matrix for
+  backward and picks flash/memory-efficient kernels where the backend has them.
+
+`scaled_dot_product_attention` takes the path it is told; `use_explicit` is the policy that
+tells it, from the config's `attention_impl` and the measured table `AUTO_POLICY`.
 
 Masks are boolean keep masks (True = attend). A position bias (ALiBi, T5) is a float tensor
-added to the scores. For the fused kernel, `merge_mask_and_bias` folds mask and bias into one
-float tensor, filling masked entries with the dtype's most negative finite value (never -inf,
-never -1e9): a query whose keys are all masked then yields zeros, never NaN, in every dtype.
+added to the scores; an `AttentionMask` (see masks.py) holds both already merged, built once per
+forward.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tscratch.config import AttentionImpl
+from tscratch.nn.masks import AttentionMask, merge_mask_and_bias
 from tscratch.nn.positions import apply_rotary
 
+__all__ = [
+    "AUTO_POLICY",
+    "AttentionMask",
+    "ExplicitWhen",
+    "MultiHeadAttention",
+    "compute_dtype",
+    "merge_mask_and_bias",
+    "scaled_dot_product_attention",
+    "use_explicit",
+]
 
-def merge_mask_and_bias(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor:
-    """Fold a keep mask into a float bias of `dtype`, once per forward.
 
-    Args:
-        mask: bool keep mask broadcastable to (B, H, T, S), or None.
-        bias: float bias broadcastable to (B, H, T, S).
-        dtype: the dtype attention scores are computed in (q's dtype under autocast).
+@dataclass(frozen=True)
+class ExplicitWhen:
+    """A case where "auto" takes the explicit path: scores in `dtype`, a backward to follow
+    (`training`, i.e. q requires grad), and at most `max_keys` keys."""
 
-    Returns:
-        The bias in `dtype`, with masked entries set to `torch.finfo(dtype).min`.
+    dtype: torch.dtype
+    training: bool
+    max_keys: int
+
+    def matches(self, q: Tensor, key_length: int) -> bool:
+        return (
+            q.dtype == self.dtype
+            and q.requires_grad == self.training
+            and key_length <= self.max_keys
+        )
+
+
+AUTO_POLICY: dict[str, tuple[ExplicitWhen, ...]] = {
+    # Measured with scripts/bench.py on a 2-core AVX-512-BF16 CPU: training the article's encoder
+    # at T=128 in bf16 autocast, the fused kernel's backward made a step 1.2x slower than the
+    # explicit path; from T=256 on the fused kernel wins (1.2x at 256, 2x at 512).
+    "cpu": (ExplicitWhen(torch.bfloat16, training=True, max_keys=128),),
+}
+"""Device type -> the cases where "auto" uses the explicit path; fused everywhere else."""
+
+
+def use_explicit(
+    impl: AttentionImpl, q: Tensor, key_length: int, *, need_weights: bool = False
+) -> bool:
+    """Whether attention of `q` (B, H, T, Dh) over `key_length` keys takes the explicit path.
+
+    "explicit" always does, and so does any call asking for the weights; "sdpa" never does
+    otherwise; "auto" does where `AUTO_POLICY` says so for q's device type.
     """
-    if bias is None:
-        raise ValueError("merge_mask_and_bias needs a bias")
-    bias = bias.to(dtype)
-    if mask is None:
-        return bias
-    return bias.masked_fill(~mask, torch.finfo(dtype).min)
+    if need_weights or impl == "explicit":
+        return True
+    if impl == "sdpa":
+        return False
+    if impl == "auto":
+        rules = AUTO_POLICY.get(q.device.type, ())
+        return any(rule.matches(q, key_length) for rule in rules)
+    raise ValueError(f"attention_impl ({impl!r}) must be one of {get_args(AttentionImpl)}")
+
+
+def compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype attention scores of `x` are computed in: the autocast dtype when it is on."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return x.dtype
 
 
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Tensor | AttentionMask | None = None,
     bias: Tensor | None = None,
     *,
     dropout_p: float = 0.0,
@@ -61,43 +110,40 @@ def scaled_dot_product_attention(
         q: (B, H, T, Dh) queries.
         k: (B, H, S, Dh) keys.
         v: (B, H, S, Dh) values.
-        mask: bool, broadcastable to (B, H, T, S); True = the query may attend to the key.
+        mask: bool keep mask, broadcastable to (B, H, T, S), True = the query may attend to the
+            key; or an `AttentionMask` already merged with its bias (then `bias` must be None).
         bias: float, broadcastable to (B, H, T, S), added to the scaled scores. Masked entries
             are ignored, so a bias already merged with `mask` is fine.
         dropout_p: dropout on the attention weights (pass 0.0 in eval mode).
         need_weights: return the (B, H, T, S) weights; forces the explicit path.
-        explicit: use the explicit path even without returning weights (benchmarks, tests).
+        explicit: use the explicit path (see `use_explicit` for the policy choosing it).
 
     Returns:
         (B, H, T, Dh) output and the weights or None. Masked keys get weight exactly 0; a query
         with no key to attend to gets weights 0 and output 0.
     """
-    if need_weights or explicit or _explicit_is_faster(q, k):
-        out, weights = _explicit_attention(q, k, v, mask, bias, dropout_p)
+    if isinstance(mask, AttentionMask):
+        if bias is not None:
+            raise ValueError("pass the bias inside the AttentionMask, not beside it")
+        prepared = mask
+    else:
+        prepared = AttentionMask(mask, bias, None)
+    if need_weights or explicit:
+        out, weights = _explicit_attention(q, k, v, prepared.keep, prepared.bias, dropout_p)
         return out, weights if need_weights else None
-    attn_mask = mask if bias is None else merge_mask_and_bias(mask, bias, q.dtype)
+    if not isinstance(mask, AttentionMask):
+        prepared = AttentionMask.build(mask, bias, q.dtype)
+    return _fused_attention(q, k, v, prepared.in_dtype(q.dtype), dropout_p), None
+
+
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropout_p: float):
+    attn_mask = mask.keep if mask.bias is None else mask.bias
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
-    if mask is not None and bias is not None:
+    if mask.empty_rows is not None:
         # With a float mask every key of an all-masked row has the same score, so the kernel
         # averages them; zero those rows so both paths agree (bool masks already give 0 here).
-        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return out, None
-
-
-# Measured with scripts/bench.py on a 2-core AVX-512-BF16 CPU: training the article's encoder at
-# T=128 in bf16 autocast, the fused kernel's backward made a step 1.2x slower than the explicit
-# path; from T=256 on the fused kernel wins (1.2x at 256, 2x at 512).
-_EXPLICIT_MAX_KEYS_CPU_BF16 = 128
-
-
-def _explicit_is_faster(q: Tensor, k: Tensor) -> bool:
-    """bf16 training on CPU with short sequences: the explicit path is the faster one."""
-    return (
-        q.device.type == "cpu"
-        and q.dtype == torch.bfloat16
-        and q.requires_grad
-        and k.shape[-2] <= _EXPLICIT_MAX_KEYS_CPU_BF16
-    )
+        out = out.masked_fill(mask.empty_rows, 0.0)
+    return out  # (B, H, T, Dh)
 
 
 def _explicit_attention(
@@ -127,7 +173,7 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights.
         bias: biases on the projections.
         cross: attend from `x` to a separate `memory` (decoder cross-attention).
-        explicit: always use the explicit attention path.
+        impl: "auto", "sdpa" or "explicit", the config's `attention_impl` (see `use_explicit`).
     """
 
     def __init__(
@@ -138,13 +184,13 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         cross: bool = False,
-        explicit: bool = False,
+        impl: AttentionImpl = "auto",
     ) -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
-        self.dropout, self.cross, self.explicit = dropout, cross, explicit
+        self.dropout, self.cross, self.impl = dropout, cross, impl
         if cross:
             self.q_proj = nn.Linear(d_model, d_model, bias=bias)
             self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=bias)
@@ -167,7 +213,7 @@ class MultiHeadAttention(nn.Module):
         x: Tensor,
         memory: Tensor | None = None,
         *,
-        mask: Tensor | None = None,
+        mask: Tensor | AttentionMask | None = None,
         bias: Tensor | None = None,
         rope: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
@@ -197,7 +243,7 @@ class MultiHeadAttention(nn.Module):
             bias,
             dropout_p=self.dropout if self.training else 0.0,
             need_weights=need_weights,
-            explicit=self.explicit,
+            explicit=use_explicit(self.impl, q, k.shape[-2]),
         )
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
         return self.out_proj(out), weights

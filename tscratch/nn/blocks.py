@@ -4,17 +4,43 @@ Post-LN (`norm_first=False`, Vaswani et al. 2017 and BERT): `x = norm(x + sublay
 Pre-LN (`norm_first=True`, Xiong et al. 2020): `x = x + sublayer(norm(x))`; the encoder then
 adds a final norm. Attention and feed-forward know nothing of this choice, and submodules are
 named by role, so both placements share state_dict keys.
+
+Self-attention takes `SelfAttentionInputs`: the mask merged with the position scheme's score
+bias and the scheme's rotary angles, built once per forward by `self_attention_inputs` and used
+as is by every layer. Cross-attention gets no positions.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import torch
 from torch import Tensor, nn
 
 from tscratch.config import EncoderConfig
-from tscratch.nn.attention import MultiHeadAttention
+from tscratch.nn.attention import MultiHeadAttention, compute_dtype
 from tscratch.nn.feedforward import FeedForward
-from tscratch.nn.masks import attention_keep_mask
+from tscratch.nn.masks import AttentionMask, attention_keep_mask
 from tscratch.nn.norms import make_norm
+from tscratch.nn.positions import NoPositions, PositionScheme, position_scheme
+
+
+class SelfAttentionInputs(NamedTuple):
+    """What every self-attention layer of one forward shares."""
+
+    mask: AttentionMask
+    """Keep mask and score bias, merged in the compute dtype."""
+    rope: tuple[Tensor, Tensor] | None
+    """(cos, sin), each (T, Dh), or None without rotary positions."""
+
+
+def self_attention_inputs(
+    positions: PositionScheme, keep: Tensor | None, length: int, dtype: torch.dtype
+) -> SelfAttentionInputs:
+    """Merge `keep` (broadcastable to (B, H, T, T)) with the scheme's score bias in `dtype` (see
+    `compute_dtype`) and take its rotary angles, for self-attention over `length` tokens."""
+    bias = positions.score_bias(length, length)  # (1, H, T, T) or None
+    return SelfAttentionInputs(AttentionMask.build(keep, bias, dtype), positions.rotary(length))
 
 
 def _attention(config: EncoderConfig, cross: bool = False) -> MultiHeadAttention:
@@ -24,7 +50,7 @@ def _attention(config: EncoderConfig, cross: bool = False) -> MultiHeadAttention
         dropout=config.attention_dropout,
         bias=config.bias,
         cross=cross,
-        explicit=config.attention_impl == "explicit",
+        impl=config.attention_impl,
     )
 
 
@@ -49,13 +75,14 @@ class EncoderBlock(nn.Module):
     def forward(
         self,
         x: Tensor,
-        mask: Tensor | None = None,
+        mask: Tensor | AttentionMask | None = None,
         bias: Tensor | None = None,
         rope: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, D), keep mask broadcastable to (B, H, T, T). Returns (B, T, D), weights."""
-        kw = {"mask": mask, "bias": bias, "rope": rope, "need_weights": need_weights}
+        """x (B, T, D); a keep mask broadcastable to (B, H, T, T) and a bias, or an
+        `AttentionMask` holding both; `rope` (cos, sin). Returns (B, T, D), weights or None."""
+        kw = dict(mask=mask, bias=bias, rope=rope, need_weights=need_weights)
         if self.norm_first:
             a, weights = self.attn(self.attn_norm(x), **kw)
             x = x + self.dropout(a)
@@ -69,11 +96,17 @@ class EncoderBlock(nn.Module):
 
 class DecoderBlock(nn.Module):
     """Causal self-attention, cross-attention to encoder memory, feed-forward (the article's
-    decoder layer), with the same residual and norm placement as `EncoderBlock`."""
+    decoder layer), with the same residual and norm placement as `EncoderBlock`.
+
+    Self-attention honours the config's position scheme (its score bias or rotary angles);
+    absolute schemes belong to whatever embeds the target, so the block leaves them out.
+    """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         self.norm_first = config.norm_first
+        scheme = position_scheme(config)
+        self.positions = NoPositions() if scheme.kind == "absolute" else scheme
         self.self_attn, self.self_attn_norm = _attention(config), _norm(config)
         self.cross_attn, self.cross_attn_norm = _attention(config, cross=True), _norm(config)
         self.ff, self.ff_norm = _feedforward(config), _norm(config)
@@ -88,6 +121,7 @@ class DecoderBlock(nn.Module):
         *,
         causal: bool = True,
         need_weights: bool = False,
+        self_inputs: SelfAttentionInputs | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Decode x (B, T, D) against memory (B, S, D).
 
@@ -95,16 +129,26 @@ class DecoderBlock(nn.Module):
             attention_mask: (B, T) True = real target token, or None.
             memory_mask: (B, S) True = real memory token, or None.
             causal: forbid attending to later target positions.
+            self_inputs: self-attention inputs a decoder stack built once for all its layers
+                (see `self_attention_inputs`); they replace `attention_mask`, `causal` and the
+                block's own position scheme.
 
         Returns:
             (B, T, D), self-attention weights (B, H, T, T) and cross weights (B, H, T, S), or
             None for the weights when not asked for.
         """
-        self_mask = attention_keep_mask(
-            attention_mask, causal=causal, query_length=x.shape[1], device=x.device
-        )
+        if self_inputs is None:
+            T = x.shape[1]
+            keep = attention_keep_mask(
+                attention_mask, causal=causal, query_length=T, device=x.device
+            )
+            self_inputs = self_attention_inputs(self.positions, keep, T, compute_dtype(x))
+        elif attention_mask is not None:
+            raise ValueError("pass attention_mask or self_inputs, not both")
         cross_mask = attention_keep_mask(memory_mask)
-        sa = lambda h: self.self_attn(h, mask=self_mask, need_weights=need_weights)  # noqa: E731
+        sa = lambda h: self.self_attn(  # noqa: E731
+            h, mask=self_inputs.mask, rope=self_inputs.rope, need_weights=need_weights
+        )
         ca = lambda h: self.cross_attn(  # noqa: E731
             h, memory, mask=cross_mask, need_weights=need_weights
         )

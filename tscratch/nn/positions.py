@@ -1,28 +1,78 @@
-"""Position schemes: how the encoder learns where a token sits.
+"""Position schemes: how the encoder learns where a token sits, behind one interface.
 
 - sinusoidal: fixed sin/cos table added to embeddings (Vaswani et al. 2017, section 3.5);
 - learned: a trained table added to embeddings (BERT, Devlin et al. 2019);
 - rope: rotary embeddings rotating queries and keys (Su et al. 2021), rotate-half layout;
 - alibi: per-head linear distance penalty on attention scores (Press et al. 2022), made
   symmetric, -slope * |i - j|, for a bidirectional encoder;
-- t5: learned per-head bias of bucketed relative distance (Raffel et al. 2020).
+- t5: learned per-head bias of bucketed relative distance (Raffel et al. 2020);
+- none: nothing (the encoder is then permutation equivariant).
 
-Absolute schemes return a (T, D) tensor to add to the embeddings; rope returns a (cos, sin)
-pair used inside attention; alibi and t5 return a (1, H, T, S) score bias. All are computed once
-per forward and shared by every layer.
+Each scheme is a `PositionScheme` declaring its `kind` and overriding the hook of that kind:
+`embed` adds a (T, D) table to the embeddings ("absolute"), `score_bias` returns a (1, H, T, S)
+bias for the attention scores ("bias"), `rotary` returns the (cos, sin) angles rotating queries
+and keys ("rotary"). The other hooks keep their neutral defaults, so the model calls all three and
+never asks which scheme it has. Biases and angles are computed once per forward and shared by
+every layer. `POSITIONS` is the one table of names; `position_scheme` builds from a config.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
+from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
+
+PositionKind = Literal["absolute", "bias", "rotary"] | None
+
+
+class PositionScheme(nn.Module):
+    """Where a scheme acts, how it is built from the config, and how long an input it covers.
+
+    Subclasses set `name` (the config value) and `kind`, override `from_config` when they take
+    arguments and the hook of their kind; `max_length` is None unless a table limits the length.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[PositionKind] = None
+    max_length: int | None = None
+
+    @classmethod
+    def from_config(cls, config: EncoderConfig) -> PositionScheme:
+        """Build the scheme for `config`, raising UserError for values it cannot work with."""
+        return cls()
+
+    @classmethod
+    def length_limit(cls, config: EncoderConfig) -> int | None:
+        """Longest sequence the scheme encodes under `config`, or None for no limit."""
+        return None
+
+    def embed(self, x: Tensor) -> Tensor:
+        """(B, T, D) embeddings plus absolute positions; unchanged for other kinds."""
+        return x
+
+    def score_bias(self, query_length: int, key_length: int) -> Tensor | None:
+        """(1, H, T, S) float bias added to attention scores, or None."""
+        return None
+
+    def rotary(self, length: int) -> tuple[Tensor, Tensor] | None:
+        """(cos, sin), each (T, Dh) in fp32, rotating queries and keys, or None."""
+        return None
+
+
+class NoPositions(PositionScheme):
+    """No position information at all."""
+
+    name = "none"
+
 
 def _check_length(length: int, max_len: int, kind: str) -> None:
     if length > max_len:
-        raise ValueError(
+        raise UserError(
             f"sequence length ({length}) exceeds max_len ({max_len}) of the {kind} position "
             f"table; raise max_len or truncate the input"
         )
@@ -39,44 +89,83 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.float()
 
 
-class SinusoidalPositions(nn.Module):
+class TablePositions(PositionScheme):
+    """An absolute (max_len, D) table; `forward(T)` returns its first T rows, added to the
+    embeddings by `embed`."""
+
+    kind = "absolute"
+
+    def __init__(self, max_len: int) -> None:
+        super().__init__()
+        self.max_len = self.max_length = max_len
+
+    @classmethod
+    def from_config(cls, config: EncoderConfig) -> TablePositions:
+        return cls(config.max_len, config.d_model)
+
+    @classmethod
+    def length_limit(cls, config: EncoderConfig) -> int | None:
+        return config.max_len
+
+    def embed(self, x: Tensor) -> Tensor:
+        return x + self(x.shape[1])  # (B, T, D) + (T, D) broadcast over B
+
+
+class SinusoidalPositions(TablePositions):
     """The article's fixed table, kept as a non-persistent buffer (recomputed, not saved)."""
 
+    name = "sinusoidal"
+
     def __init__(self, max_len: int, d_model: int) -> None:
-        super().__init__()
-        self.max_len = max_len
+        super().__init__(max_len)
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, length: int) -> Tensor:
-        _check_length(length, self.max_len, "sinusoidal")
+        _check_length(length, self.max_len, self.name)
         return self.table[:length]  # (T, D)
 
 
-class LearnedPositions(nn.Module):
+class LearnedPositions(TablePositions):
     """A trained (max_len, D) table, as in BERT."""
 
+    name = "learned"
+
     def __init__(self, max_len: int, d_model: int) -> None:
-        super().__init__()
-        self.max_len = max_len
+        super().__init__(max_len)
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, length: int) -> Tensor:
-        _check_length(length, self.max_len, "learned")
+        _check_length(length, self.max_len, self.name)
         return self.weight[:length]  # (T, D)
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(PositionScheme):
     """Rotary position embedding: rotates each (x_j, x_{j+Dh/2}) pair by angle p * base^(-2j/Dh).
 
     The dot product of a rotated query at position m and a rotated key at position n then depends
     only on m - n. No length limit: angles are computed for the length at hand.
     """
 
+    name = "rope"
+    kind = "rotary"
+
     def __init__(self, d_head: int, base: float = 10000.0) -> None:
         super().__init__()
         self.d_head, self.base = d_head, base
         self.register_buffer("inv_freq", self._inv_freq(), persistent=False)
+
+    @classmethod
+    def from_config(cls, config: EncoderConfig) -> RotaryEmbedding:
+        if config.d_head % 2:
+            raise UserError(
+                f"position {cls.name!r} needs an even head size, got d_model ({config.d_model}) "
+                f"/ num_heads ({config.num_heads}) = {config.d_head}"
+            )
+        return cls(config.d_head, config.rope_base)
+
+    def rotary(self, length: int) -> tuple[Tensor, Tensor]:
+        return self(length)
 
     def _inv_freq(self, device: torch.device | None = None) -> Tensor:
         exponent = torch.arange(0, self.d_head, 2, device=device, dtype=torch.float32)
@@ -121,12 +210,22 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-class ALiBiBias(nn.Module):
+class ALiBiBias(PositionScheme):
     """Symmetric ALiBi: bias[h, i, j] = -slope_h * |i - j| (no learned parameters)."""
+
+    name = "alibi"
+    kind = "bias"
 
     def __init__(self, num_heads: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+
+    @classmethod
+    def from_config(cls, config: EncoderConfig) -> ALiBiBias:
+        return cls(config.num_heads)
+
+    def score_bias(self, query_length: int, key_length: int) -> Tensor:
+        return self(query_length, key_length)
 
     def forward(self, query_length: int, key_length: int) -> Tensor:
         device = self.slopes.device
@@ -155,8 +254,11 @@ def t5_relative_buckets(
     return bucket + torch.where(distance < exact, distance, far)
 
 
-class T5RelativeBias(nn.Module):
+class T5RelativeBias(PositionScheme):
     """Learned per-head bias over bucketed relative distances, shared by all layers."""
+
+    name = "t5"
+    kind = "bias"
 
     def __init__(self, num_heads: int, num_buckets: int = 32, max_distance: int = 128) -> None:
         super().__init__()
@@ -169,6 +271,13 @@ class T5RelativeBias(nn.Module):
         self.embedding = nn.Embedding(num_buckets, num_heads)
         nn.init.normal_(self.embedding.weight, std=0.02)
 
+    @classmethod
+    def from_config(cls, config: EncoderConfig) -> T5RelativeBias:
+        return cls(config.num_heads, config.t5_num_buckets, config.t5_max_distance)
+
+    def score_bias(self, query_length: int, key_length: int) -> Tensor:
+        return self(query_length, key_length)
+
     def forward(self, query_length: int, key_length: int) -> Tensor:
         device = self.embedding.weight.device
         i = torch.arange(query_length, device=device)[:, None]
@@ -177,3 +286,34 @@ class T5RelativeBias(nn.Module):
             j - i, num_buckets=self.num_buckets, max_distance=self.max_distance
         )  # (T, S)
         return self.embedding(buckets).permute(2, 0, 1).unsqueeze(0)  # (1, H, T, S)
+
+
+POSITIONS: dict[str, type[PositionScheme]] = {
+    scheme.name: scheme
+    for scheme in (
+        SinusoidalPositions,
+        LearnedPositions,
+        RotaryEmbedding,
+        ALiBiBias,
+        T5RelativeBias,
+        NoPositions,
+    )
+}
+"""Config name -> scheme class: the one place that lists the position schemes."""
+
+
+def position_scheme(config: EncoderConfig) -> PositionScheme:
+    """The scheme named by `config.position`, built and checked against `config`."""
+    return _scheme_class(config.position).from_config(config)
+
+
+def position_length_limit(config: EncoderConfig) -> int | None:
+    """Longest input the configured scheme can encode, or None for no limit (builds nothing)."""
+    return _scheme_class(config.position).length_limit(config)
+
+
+def _scheme_class(name: str) -> type[PositionScheme]:
+    scheme = POSITIONS.get(name) if isinstance(name, str) else None
+    if scheme is None:
+        raise UserError(f"position ({name!r}) must be one of {tuple(POSITIONS)}")
+    return scheme

@@ -25,13 +25,15 @@ import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from tscratch.errors import UserError
+
 log = logging.getLogger("tscratch")
 
 # What Lightning needs to continue training, beyond the weights.
 RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops", "optimizer_states")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint file that cannot be used; the message is one line naming the file."""
 
 
@@ -47,9 +49,21 @@ class SafeCheckpointIO(TorchCheckpointIO):
             return
         atomic_save(checkpoint, Path(path))
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._handed: tuple[str, dict[str, Any]] | None = None
+
+    def hand_over(self, path: _PATH, checkpoint: dict[str, Any]) -> None:
+        """The next load of `path` returns `checkpoint` (already read with `read_checkpoint`)
+        instead of reading the file again: a command reads each checkpoint once."""
+        self._handed = (str(path), checkpoint)
+
     def load_checkpoint(
         self, path: _PATH, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
+        if self._handed is not None and self._handed[0] == str(path) and map_location is None:
+            checkpoint, self._handed = self._handed[1], None
+            return checkpoint
         if weights_only is False:
             log.warning("ignoring weights_only=False: tscratch loads checkpoints as data only")
         if "://" in str(path):

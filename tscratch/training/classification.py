@@ -1,101 +1,47 @@
-"""The LightningModule: a `TransformerClassifier` plus loss, metrics, optimizer, schedule, logging.
+"""The classification task: a `TransformerClassifier` plus loss, metrics, optimizer, schedule.
 
-Architecture switches arrive as flat arguments (so `--model.d_model 128` works and checkpoints
-hold plain values only); `vocab_size`, `num_classes`, `pad_id` and `label_names` come from the
-data module through the CLI. The tokenizer travels inside the checkpoint as a JSON string, so a
+`EncoderConfig` is the one description of the architecture: `@config_arguments` turns its fields
+into flat arguments (`--model.d_model 128`, plain values in checkpoints) and this module receives
+them as one `config`. `vocab_size`, `pad_id`, `num_classes` and `label_names` come from the data
+module through the CLI. The tokenizer travels inside the checkpoint as a JSON string, so a
 checkpoint alone is enough to predict.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 from torchmetrics import MetricCollection
-from torchmetrics.classification import (
-    MulticlassAccuracy,
-    MulticlassConfusionMatrix,
-    MulticlassF1Score,
-)
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from tscratch.config import FFN, AttentionImpl, EncoderConfig, Norm, Position
+from tscratch.config import EncoderConfig
+from tscratch.errors import NonFiniteLoss, UserError
 from tscratch.model import TransformerClassifier, forward_flops
+from tscratch.training.hparams import architecture_keys, config_arguments
 from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
-from tscratch.training.pictures import log_validation_pictures
-
-_CONFIG_FIELDS = [f for f in EncoderConfig.__dataclass_fields__ if f != "vocab_size"]
 
 
 class ClassificationTask(L.LightningModule):
     """Train the hand-written Transformer encoder as a text classifier.
 
-    Args:
-        vocab_size: tokenizer vocabulary size (linked from the data; do not set).
-        num_classes: number of labels (linked from the data; do not set).
-        pad_id: padding token id (linked from the data; do not set).
-        label_names: label names, index = class id (linked from the data; do not set).
-        d_model: width of the residual stream.
-        num_heads: attention heads (d_model must be divisible by it).
-        d_ff: hidden width of the feed-forward network.
-        num_layers: number of encoder blocks.
-        max_len: longest sequence the position table covers.
-        dropout: dropout on embeddings, residuals, feed-forward hidden layer and the head.
-        attention_dropout: dropout on attention weights (slows the fused kernel on CPU).
-        norm_first: Pre-LN (true) or Post-LN (false, the article's).
-        norm: layernorm or rmsnorm.
-        norm_eps: epsilon of every norm.
-        position: sinusoidal, learned, rope, alibi, t5 or none.
-        ffn: relu, gelu, swiglu or geglu.
-        bias: biases on projections and norms.
-        scale_embeddings: multiply token embeddings by sqrt(d_model).
-        embedding_norm: normalize the summed embeddings (BERT).
-        attention_impl: sdpa (fused kernels) or explicit (readable matmul-softmax-matmul).
-        type_vocab_size: token-type (segment) embeddings as in BERT; 0 disables them.
-        rope_base: base of the rotary frequencies (position rope).
-        t5_num_buckets: relative-position buckets of the T5 bias (position t5).
-        t5_max_distance: distance beyond which the T5 bias uses one bucket (position t5).
-        pooling: cls (first token) or mean (mask-aware mean).
-        lr: peak learning rate of AdamW.
-        weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
-        betas: AdamW betas.
-        warmup_steps: linear warmup length: an int step count or a float fraction of all steps.
-        min_lr: learning rate at the end of the cosine decay.
-        label_smoothing: label smoothing of the cross-entropy loss.
-        token_dropout: fraction of real tokens (never the first) hidden from attention in each
-            training batch, a different draw every step (word dropout, Iyyer et al. 2015).
-        compile: compile the model with torch.compile (slower on small CPUs; see README).
+    The architecture arguments are the fields of `config_class` (`EncoderConfig`), listed after
+    the task's own below; `vocab_size` and `pad_id` are linked from the data (do not set).
     """
 
+    config_class: ClassVar[type] = EncoderConfig
+
+    @config_arguments(EncoderConfig)
     def __init__(
         self,
-        vocab_size: int = 8000,
+        config: EncoderConfig,
         num_classes: int = 2,
-        pad_id: int = 0,
         label_names: list[str] | None = None,
-        d_model: int = 256,
-        num_heads: int = 8,
-        d_ff: int = 1024,
-        num_layers: int = 6,
-        max_len: int = 512,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        norm_first: bool = False,
-        norm: Norm = "layernorm",
-        norm_eps: float = 1e-5,
-        position: Position = "sinusoidal",
-        ffn: FFN = "relu",
-        bias: bool = True,
-        scale_embeddings: bool = True,
-        embedding_norm: bool = False,
-        attention_impl: AttentionImpl = "sdpa",
-        type_vocab_size: int = 0,
-        rope_base: float = 10000.0,
-        t5_num_buckets: int = 32,
-        t5_max_distance: int = 128,
         pooling: Literal["cls", "mean"] = "cls",
         lr: float = 1e-4,
         weight_decay: float = 0.01,
@@ -106,18 +52,31 @@ class ClassificationTask(L.LightningModule):
         token_dropout: float = 0.0,
         compile: bool = False,
     ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        hp = self.hparams
-        self.config = EncoderConfig(
-            vocab_size=vocab_size, **{k: hp[k] for k in _CONFIG_FIELDS if k in hp}
-        )
+        """
+        Args:
+            num_classes: number of labels (linked from the data; do not set).
+            label_names: label names, index = class id (linked from the data; do not set).
+            pooling: cls (first token) or mean (mask-aware mean).
+            lr: peak learning rate of AdamW.
+            weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
+            betas: AdamW betas.
+            warmup_steps: linear warmup length: an int step count or a float fraction of all
+                steps.
+            min_lr: learning rate at the end of the cosine decay.
+            label_smoothing: label smoothing of the cross-entropy loss.
+            token_dropout: fraction of real tokens (never the first) hidden from attention in
+                each training batch, a different draw every step (word dropout, Iyyer et al.
+                2015).
+            compile: compile the model with torch.compile (slower on small CPUs; see README).
+        """
+        super().__init__()  # `config_arguments` saves the hyperparameters, flat
+        self.config = config
         if label_names is not None and len(label_names) != num_classes:
-            raise ValueError(
+            raise UserError(
                 f"label_names has {len(label_names)} names but num_classes is {num_classes}"
             )
         if not 0.0 <= token_dropout < 1.0:
-            raise ValueError(f"token_dropout ({token_dropout}) must be in [0, 1)")
+            raise UserError(f"token_dropout ({token_dropout}) must be in [0, 1)")
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
         self.model = TransformerClassifier(self.config, num_classes, pooling=pooling)
         if compile:
@@ -131,14 +90,29 @@ class ClassificationTask(L.LightningModule):
         self.train_metrics = metrics().clone(prefix="train/")
         self.val_metrics = metrics().clone(prefix="val/")
         self.test_metrics = metrics().clone(prefix="test/")
-        self.val_confusion = MulticlassConfusionMatrix(num_classes)
         self.tokenizer_json: str | None = None
         self.max_length: int | None = None
         self.flops_per_batch = 0
-        self._misclassified: list[tuple[str, str, str]] = []
         self._rng_to_restore: dict | None = None
         self._loader_states_to_restore: list[dict] | None = None
-        self.heatmap_example: Tensor | None = None
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: dict[str, Any]) -> ClassificationTask:
+        """The trained module from a checkpoint already read (`read_checkpoint`), on the CPU.
+
+        Unlike `load_from_checkpoint`, this never reads the file again.
+        """
+        hparams = checkpoint.get("hyper_parameters") or {}
+        model = cls(**{k: v for k, v in hparams.items() if not k.startswith("_")})
+        model.load_state_dict(checkpoint["state_dict"])
+        model.on_load_checkpoint(checkpoint)
+        return model
+
+    @classmethod
+    def architecture_keys(cls) -> list[str]:
+        """Hyperparameters a resumed run must share with its checkpoint: every config field
+        except its `RUNTIME_FIELDS`, and what sizes and reads the head."""
+        return [*architecture_keys(cls.config_class), "num_classes", "label_names", "pooling"]
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Logits (B, C) for token ids (B, T) and mask (B, T), True = real token."""
@@ -161,7 +135,7 @@ class ClassificationTask(L.LightningModule):
         logits = self(batch["input_ids"], self._drop_tokens(batch["attention_mask"]))
         loss = self._loss(logits, batch["labels"])
         if not torch.isfinite(loss):
-            raise FloatingPointError(
+            raise NonFiniteLoss(
                 f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
                 f"the data (the last good checkpoint is kept)"
             )
@@ -170,7 +144,8 @@ class ClassificationTask(L.LightningModule):
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=B)
         return loss
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """Logs val/ metrics and returns the logits (B, C), for callbacks (pictures)."""
         logits = self(batch["input_ids"], batch["attention_mask"])
         labels = batch["labels"]
         # sync_dist: under DDP the epoch value is averaged over ranks, not rank 0's alone (the
@@ -178,12 +153,8 @@ class ClassificationTask(L.LightningModule):
         loss = self._loss(logits, labels)
         self.log("val/loss", loss, prog_bar=True, batch_size=len(labels), sync_dist=True)
         self.val_metrics.update(logits, labels)
-        self.val_confusion.update(logits, labels)
         self.log_dict(self.val_metrics, prog_bar=True, batch_size=len(labels))
-        self._collect_misclassified(batch, logits.argmax(-1))
-        if batch_idx == 0 and self.heatmap_example is None:
-            # The eval loader is deterministic, so this is the same example every epoch.
-            self.heatmap_example = batch["input_ids"][0][batch["attention_mask"][0]].cpu()
+        return logits
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         logits = self(batch["input_ids"], batch["attention_mask"])
@@ -195,32 +166,15 @@ class ClassificationTask(L.LightningModule):
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self(batch["input_ids"], batch["attention_mask"]).float().softmax(-1)
 
-    def _collect_misclassified(self, batch: dict[str, Tensor], predicted: Tensor) -> None:
-        wrong = (predicted != batch["labels"]).nonzero().flatten().tolist()
-        datamodule = getattr(self.trainer, "datamodule", None)
-        tokenizer = getattr(datamodule, "tokenizer", None)
-        for i in wrong[: max(0, 5 - len(self._misclassified))]:
-            ids = batch["input_ids"][i][batch["attention_mask"][i]].tolist()
-            text = tokenizer.decode(ids) if tokenizer is not None else str(ids[:64])
-            true, pred = batch["labels"][i].item(), predicted[i].item()
-            self._misclassified.append((text[:500], self.label_names[true], self.label_names[pred]))
-
     def on_fit_start(self) -> None:
-        if self.logger is not None:
-            # Registers the run's final figures next to its hyperparameters (TensorBoard's
-            # HPARAMS tab) under their own tags, so the val/ and test/ curves get no fake point.
-            metrics = {"hp/best_val_acc": 0.0, "hp/test_acc": 0.0, "hp/test_f1": 0.0}
-            self.logger.log_hyperparams(self.hparams, metrics)
-
-    def on_validation_epoch_start(self) -> None:
-        self._misclassified = []
-
-    def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking:
-            self.val_confusion.reset()
-            return
-        log_validation_pictures(self)
-        self.val_confusion.reset()
+        # Registers the run's final figures next to its hyperparameters (TensorBoard's HPARAMS
+        # tab) under their own tags, so the val/ and test/ curves get no fake point. Only
+        # TensorBoardLogger takes metrics here; Lightning itself logs the hyperparameters to
+        # every logger after this hook.
+        metrics = {"hp/best_val_acc": 0.0, "hp/test_acc": 0.0, "hp/test_f1": 0.0}
+        for logger in self.loggers:
+            if isinstance(logger, TensorBoardLogger):
+                logger.log_hyperparams(self.hparams, metrics)
 
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams

@@ -1,7 +1,8 @@
 """AdamW parameter groups and the warmup-then-cosine learning-rate schedule.
 
-Weight decay applies to projection matrices only: biases, norm weights and every embedding table
-(tokens, token types, learned positions, T5 buckets) are left undecayed, as in BERT and GPT-2.
+Weight decay applies to projection matrices only: biases, norm weights, every embedding table
+(tokens, token types) and every parameter of a position scheme (learned tables, relative biases)
+are left undecayed, as in BERT and GPT-2.
 The schedule rises linearly from 0 to the peak over the warmup steps, then follows half a cosine
 down to `min_lr` at the last step (Loshchilov & Hutter 2017, without restarts).
 """
@@ -13,15 +14,18 @@ from collections.abc import Callable
 
 from torch import nn
 
-from tscratch.nn.positions import LearnedPositions
+from tscratch.errors import UserError
+from tscratch.nn.positions import PositionScheme
 
-_NO_DECAY_MODULES = (nn.Embedding, nn.LayerNorm, nn.RMSNorm, LearnedPositions)
+_NO_DECAY_MODULES = (nn.Embedding, nn.LayerNorm, nn.RMSNorm)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Split trainable parameters into a decayed group and an undecayed one."""
     no_decay: set[int] = set()
     for module in model.modules():
+        if isinstance(module, PositionScheme):
+            no_decay.update(id(p) for p in module.parameters())
         for param in module.parameters(recurse=False):
             if isinstance(module, _NO_DECAY_MODULES) or param.ndim < 2:
                 no_decay.add(id(param))
@@ -36,13 +40,13 @@ def resolve_warmup(warmup_steps: int | float, total_steps: int) -> int:
     """An int is a step count; a float in [0, 1) is a fraction of `total_steps`."""
     if isinstance(warmup_steps, float):
         if not 0.0 <= warmup_steps < 1.0:
-            raise ValueError(
+            raise UserError(
                 f"warmup_steps ({warmup_steps}) as a fraction must be in [0, 1); "
                 f"pass an int for a step count"
             )
         return int(warmup_steps * total_steps)
     if warmup_steps < 0:
-        raise ValueError(f"warmup_steps ({warmup_steps}) must be >= 0")
+        raise UserError(f"warmup_steps ({warmup_steps}) must be >= 0")
     return warmup_steps
 
 

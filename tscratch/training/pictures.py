@@ -1,61 +1,223 @@
-"""What a validation epoch shows in TensorBoard besides scalars.
+"""What a validation epoch shows in TensorBoard besides scalars, as one Lightning callback.
 
-- `confusion`: the validation confusion matrix (torchmetrics draws it);
+- `confusion`: the validation confusion matrix;
 - `attention/layer_<i>/mean` and `attention/layer_<i>/heads`: attention weights of every layer
   for the first 40 tokens of one fixed validation example, head-averaged and per head, tokens
   on the axes;
-- `misclassified`: a few validation texts the model got wrong, with true and predicted labels.
+- `misclassified`: a few validation texts the model got wrong, as the dataset wrote them, with
+  true and predicted labels.
+
+`ValidationPictures` owns its state, gathered from the logits `validation_step` returns and the
+batch, and reads only public attributes: `pl_module.model`, `pl_module.label_names`, and the data
+module's `tokenizer` and `text(split, index)`. A new picture is one more method here. Figures use
+matplotlib's object API (no pyplot: no global backend or window) and `tscratch.training.fonts`,
+so Chinese tokens and labels are drawn with a font that has their glyphs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import Any
 
-import matplotlib.pyplot as plt
+import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from matplotlib.figure import Figure
+from torch import Tensor
+from torchmetrics.classification import MulticlassConfusionMatrix
 
-from tscratch.training.figures import attention_heads_figure, attention_mean_figure
+from tscratch.training.fonts import readable_labels
 
-if TYPE_CHECKING:
-    from tscratch.training.classification import ClassificationTask
-
-MAX_HEATMAP_TOKENS = 40
+log = logging.getLogger(__name__)
 
 
-def log_validation_pictures(module: ClassificationTask) -> None:
-    """Log the confusion matrix, attention heatmaps and misclassified texts of this epoch."""
-    logger = module.logger
-    if not isinstance(logger, TensorBoardLogger):
-        return
-    writer, step = logger.experiment, module.global_step
-    fig, _ = module.val_confusion.plot(labels=module.label_names)
-    fig.set_size_inches(6, 6)
-    writer.add_figure("confusion", fig, step)
-    plt.close(fig)
-    if module.heatmap_example is not None:
-        _log_attention(module, writer, step, module.heatmap_example)
-    if module._misclassified:
-        rows = [
-            f"**true:** {true} **predicted:** {pred}\n\n{text}"
-            for text, true, pred in module._misclassified
-        ]
-        writer.add_text("misclassified", "\n\n---\n\n".join(rows), step)
+class ValidationPictures(L.Callback):
+    """Logs the pictures listed above to TensorBoard after each validation epoch.
+
+    Nothing is drawn during the sanity check. With no TensorBoardLogger among the Trainer's
+    loggers the callback says so once and does nothing. Expects ``validation_step`` to return
+    the logits (B, C) and batches with ``input_ids`` (B, T), ``attention_mask`` (B, T) (True =
+    real token) and ``labels`` (B,); with an ``index`` (B,) of validation rows too, misclassified
+    rows are shown as ``datamodule.text("validation", index)`` returns them, else decoded.
+
+    Args:
+        max_misclassified: misclassified texts shown per epoch.
+        max_chars: characters shown of each misclassified text.
+        heatmap_tokens: tokens of the heatmap example drawn (its first ones).
+    """
+
+    def __init__(
+        self, max_misclassified: int = 5, max_chars: int = 500, heatmap_tokens: int = 40
+    ) -> None:
+        self.max_misclassified = max_misclassified
+        self.max_chars = max_chars
+        self.heatmap_tokens = heatmap_tokens
+        self.confusion: MulticlassConfusionMatrix | None = None
+        self.misclassified: list[tuple[str, str, str]] = []  # (text, true, predicted)
+        self.heatmap_example: Tensor | None = None  # (T,) real token ids
+        self._logger: TensorBoardLogger | None = None
+        self._noticed = False
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._logger = next(
+            (lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None
+        )
+        if self._logger is None and trainer.loggers and not self._noticed:
+            self._noticed = True
+            log.info(
+                "pictures (confusion matrix, attention heatmaps, misclassified texts) are drawn "
+                "for TensorBoard only: skipped with %s",
+                ", ".join(type(lg).__name__ for lg in trainer.loggers),
+            )
+
+    def _active(self, trainer: L.Trainer) -> bool:
+        return self._logger is not None and not trainer.sanity_checking
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._active(trainer):
+            return
+        if self.confusion is None:
+            self.confusion = MulticlassConfusionMatrix(len(pl_module.label_names))
+        self.confusion = self.confusion.to(pl_module.device)
+        self.confusion.reset()
+        self.misclassified = []
+
+    def on_validation_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: dict[str, Tensor],
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if not self._active(trainer):
+            return
+        logits, labels = outputs, batch["labels"]  # (B, C), (B,)
+        self.confusion.update(logits, labels)
+        predicted = logits.argmax(-1)
+        wrong = (predicted != labels).nonzero().flatten().tolist()
+        names = pl_module.label_names
+        for i in wrong[: max(0, self.max_misclassified - len(self.misclassified))]:
+            text = self._text(trainer.datamodule, batch, i)[: self.max_chars]
+            self.misclassified.append((text, names[labels[i]], names[predicted[i]]))
+        if self.heatmap_example is None:
+            # The eval loader is deterministic, so this is the same example every epoch.
+            self.heatmap_example = batch["input_ids"][0][batch["attention_mask"][0]].cpu()
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self._active(trainer):
+            return
+        confusion = self.confusion.compute()  # (C, C); all ranks take part in its sync
+        if not trainer.is_global_zero:
+            return
+        writer, step = self._logger.experiment, trainer.global_step
+        writer.add_figure("confusion", confusion_figure(confusion, pl_module.label_names), step)
+        if self.heatmap_example is not None:
+            ids = self.heatmap_example[: self.heatmap_tokens]
+            for tag, fig in attention_figures(pl_module.model, ids, self._tokens(trainer, ids)):
+                writer.add_figure(tag, fig, step)
+        if self.misclassified:
+            rows = [
+                f"**true:** {true} **predicted:** {pred}\n\n{text}"
+                for text, true, pred in self.misclassified
+            ]
+            writer.add_text("misclassified", "\n\n---\n\n".join(rows), step)
+
+    @staticmethod
+    def _text(datamodule: Any, batch: dict[str, Tensor], row: int) -> str:
+        """The dataset's own text of a batch row; decoded ids when the data cannot tell."""
+        if "index" in batch and hasattr(datamodule, "text"):
+            return datamodule.text("validation", int(batch["index"][row]))
+        ids = batch["input_ids"][row][batch["attention_mask"][row]].tolist()
+        tokenizer = getattr(datamodule, "tokenizer", None)
+        return tokenizer.decode(ids) if tokenizer is not None else str(ids[:64])
+
+    @staticmethod
+    def _tokens(trainer: L.Trainer, ids: Tensor) -> list[str]:
+        tokenizer = getattr(trainer.datamodule, "tokenizer", None)
+        if tokenizer is None:
+            return [str(i) for i in ids.tolist()]
+        return [tokenizer.id_to_token(i) or str(i) for i in ids.tolist()]
+
+
+# --- Figures -------------------------------------------------------------------------------
+
+
+def confusion_figure(matrix: Tensor, label_names: list[str]) -> Figure:
+    """Counts of each (true, predicted) pair: rows are true classes. matrix (C, C)."""
+    counts = matrix.cpu().numpy()
+    n = len(label_names)
+    size = max(4.0, 0.45 * n + 2.5)
+    fig = Figure(figsize=(size, size))
+    ax = fig.subplots()
+    ax.imshow(counts, cmap="Blues", vmin=0)
+    names, family = readable_labels(label_names)
+    ax.set_xticks(range(n), names, rotation=45, ha="right", fontfamily=family)
+    ax.set_yticks(range(n), names, fontfamily=family)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    if n <= 20:
+        dark = counts.max() / 2
+        for (i, j), count in _cells(counts):
+            color = "white" if count > dark else "black"
+            ax.text(j, i, str(count), ha="center", va="center", fontsize=8, color=color)
+    fig.tight_layout()
+    return fig
+
+
+def _cells(counts) -> list[tuple[tuple[int, int], int]]:
+    return [((i, j), int(c)) for i, row in enumerate(counts) for j, c in enumerate(row)]
 
 
 @torch.no_grad()
-def _log_attention(module: ClassificationTask, writer, step: int, input_ids: torch.Tensor) -> None:
-    ids = input_ids[:MAX_HEATMAP_TOKENS].to(module.device)[None]  # (1, T)
-    attentions = module.model(ids, need_weights=True).attentions  # L x (1, H, T, T)
-    tokenizer = getattr(getattr(module.trainer, "datamodule", None), "tokenizer", None)
-    ids_list = ids[0].tolist()
-    if tokenizer is not None:
-        tokens = [tokenizer.id_to_token(i) or str(i) for i in ids_list]
-    else:
-        tokens = [str(i) for i in ids_list]
+def attention_figures(
+    model: torch.nn.Module, ids: Tensor, tokens: list[str]
+) -> list[tuple[str, Figure]]:
+    """(tag, figure) for each layer's head-mean and per-head attention of one example. ids (T,)."""
+    device = next(model.parameters()).device
+    attentions = model(ids.to(device)[None], need_weights=True).attentions  # L x (1, H, T, T)
+    figures = []
     for layer, weights in enumerate(attentions):
         w = weights[0].float().cpu()  # (H, T, T)
-        for name, draw in (("mean", attention_mean_figure), ("heads", attention_heads_figure)):
-            fig = draw(w, tokens, layer)
-            writer.add_figure(f"attention/layer_{layer}/{name}", fig, step)
-            plt.close(fig)
+        figures.append((f"attention/layer_{layer}/mean", attention_mean_figure(w, tokens, layer)))
+        figures.append((f"attention/layer_{layer}/heads", attention_heads_figure(w, tokens, layer)))
+    return figures
+
+
+def _heatmap(ax, weights: Tensor, tokens: list[str], title: str, labels: bool) -> None:
+    ax.imshow(weights.float().cpu().numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+    ax.set_title(title, fontsize=8)
+    ticks = range(len(tokens))
+    names, family = readable_labels(tokens) if labels else ([], None)
+    ax.set_xticks(ticks, names, rotation=90, fontsize=6, fontfamily=family)
+    ax.set_yticks(ticks, names, fontsize=6, fontfamily=family)
+
+
+def attention_mean_figure(weights: Tensor, tokens: list[str], layer: int) -> Figure:
+    """Head-averaged attention of one layer: rows are queries, columns keys. weights (H, T, T)."""
+    size = max(4.0, 0.18 * len(tokens) + 1.5)
+    fig = Figure(figsize=(size, size))
+    ax = fig.subplots()
+    _heatmap(ax, weights.mean(dim=0), tokens, f"layer {layer}, mean over heads", labels=True)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    fig.tight_layout()
+    return fig
+
+
+def attention_heads_figure(weights: Tensor, tokens: list[str], layer: int) -> Figure:
+    """One panel per head of one layer. weights (H, T, T)."""
+    heads = weights.shape[0]
+    cols = min(heads, 4)
+    rows = -(-heads // cols)
+    size = max(3.0, 0.12 * len(tokens) + 1.0)
+    fig = Figure(figsize=(cols * size, rows * size))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h < heads:
+            _heatmap(ax, weights[h], tokens, f"layer {layer}, head {h}", labels=len(tokens) <= 48)
+        else:
+            ax.axis("off")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,258 @@
+"""The validation pictures callback and its fonts: state, tags, other loggers, Chinese text."""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from datasets import Dataset
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tscratch.config import EncoderConfig
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.model import TransformerClassifier
+from tscratch.training import fonts
+from tscratch.training.pictures import (
+    ValidationPictures,
+    attention_heads_figure,
+    attention_mean_figure,
+    confusion_figure,
+)
+
+CHINESE_TOKENS = ["[CLS]", "中", "##文", "新闻", "体育", "财经", "abc"]
+LABELS = ["体育", "财经", "科技"]
+
+
+def _render(fig: Figure) -> None:
+    """Draw to PNG: missing glyphs are only found (and warned about) at draw time."""
+    FigureCanvasAgg(fig).print_png(io.BytesIO())
+
+
+def _missing_glyph_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if "missing from font" in str(w.message)]
+
+
+@pytest.fixture
+def fresh_font_caches():
+    """Clear the font lookups' caches before and after, so monkeypatched fonts do not leak."""
+    caches = (fonts.covering_family, fonts._candidates, fonts._default_family, fonts._charmap)
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+# --- fonts ----------------------------------------------------------------------------------
+
+
+def test_chinese_heatmaps_and_labels_draw_without_missing_glyphs():
+    weights = torch.rand(2, len(CHINESE_TOKENS), len(CHINESE_TOKENS)).softmax(-1)  # (H, T, T)
+    figures = [
+        attention_mean_figure(weights, CHINESE_TOKENS, layer=0),
+        attention_heads_figure(weights, CHINESE_TOKENS, layer=0),
+        confusion_figure(torch.tensor([[3, 1, 0], [0, 2, 1], [1, 0, 4]]), LABELS),
+    ]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for fig in figures:
+            _render(fig)
+    assert not _missing_glyph_warnings(record)
+    # Each Chinese character is drawn (a CJK font is installed) or named (none is).
+    ticks = [t.get_text() for t in figures[0].axes[0].get_xticklabels()]
+    assert ticks[0] == "[CLS]" and ticks[-1] == "abc"
+    assert ticks[1] in ("中", "U+4E2D") and ticks[2] in ("##文", "##U+6587")
+
+
+def test_the_default_font_warns_on_chinese_so_the_test_above_can_fail():
+    fig = Figure()
+    fig.subplots().set_xticks([0], ["中"], fontfamily="DejaVu Sans")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _render(fig)
+    assert _missing_glyph_warnings(record)
+
+
+def test_characters_no_font_covers_become_code_points(monkeypatch, fresh_font_caches):
+    default = (fonts._default_family(), fonts._default_path())
+    monkeypatch.setattr(fonts, "_candidates", lambda: (default,))  # as on a machine without CJK
+    shown, families = fonts.readable_labels(["中文", "##新", "abc"])
+    assert shown == ["U+4E2DU+6587", "##U+65B0", "abc"]
+    assert families == ["sans-serif"]
+
+
+def test_a_font_that_covers_a_character_joins_the_fallback(fresh_font_caches):
+    # SCRIPT SMALL G: not in DejaVu Sans, but in the STIX fonts matplotlib ships.
+    shown, families = fonts.readable_labels(["x\u210a"])
+    assert shown == ["x\u210a"]
+    assert families[0] == "sans-serif" and len(families) == 2
+    fig = Figure()
+    fig.subplots().set_xticks([0], shown, fontfamily=families)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _render(fig)
+    assert not _missing_glyph_warnings(record)
+
+
+# --- the callback ---------------------------------------------------------------------------
+
+
+def _stand_ins(tmp_path: Path, datamodule=None, num_classes: int = 3, vocab_size: int = 50):
+    """A Trainer and a LightningModule reduced to the public attributes the callback reads."""
+    config = EncoderConfig(
+        vocab_size=vocab_size,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_layers=2,
+        max_len=64,
+        dropout=0.0,
+    )
+    module = SimpleNamespace(
+        model=TransformerClassifier(config, num_classes).eval(),
+        label_names=LABELS[:num_classes],
+        device=torch.device("cpu"),
+    )
+    trainer = SimpleNamespace(
+        loggers=[TensorBoardLogger(str(tmp_path), name="", version=0)],
+        sanity_checking=False,
+        is_global_zero=True,
+        global_step=7,
+        datamodule=datamodule,
+    )
+    return trainer, module
+
+
+def _wrong_logits(labels: torch.Tensor, num_classes: int = 3) -> torch.Tensor:
+    """Logits (B, C) that predict the next class: every row misclassified."""
+    return torch.nn.functional.one_hot((labels + 1) % num_classes, num_classes).float()
+
+
+def _run_epoch(callback, trainer, module, batches) -> None:
+    callback.setup(trainer, module, "fit")
+    callback.on_validation_epoch_start(trainer, module)
+    for i, batch in enumerate(batches):
+        logits = _wrong_logits(batch["labels"])
+        callback.on_validation_batch_end(trainer, module, logits, batch, i)
+    callback.on_validation_epoch_end(trainer, module)
+
+
+def _events(trainer) -> EventAccumulator:
+    logger = trainer.loggers[0]
+    logger.experiment.flush()
+    accumulator = EventAccumulator(logger.log_dir, size_guidance={"images": 0, "tensors": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def _misclassified_text(events: EventAccumulator) -> str:
+    return events.Tensors("misclassified/text_summary")[-1].tensor_proto.string_val[0].decode()
+
+
+def _batch(texts_index: list[int] | None = None) -> dict[str, torch.Tensor]:
+    ids = torch.tensor([[2, 5, 6, 7, 0, 0, 0, 0], [2, 8, 9, 0, 0, 0, 0, 0]])
+    batch = {"input_ids": ids, "attention_mask": ids != 0, "labels": torch.tensor([0, 2])}
+    if texts_index is not None:
+        batch["index"] = torch.tensor(texts_index)
+    return batch
+
+
+def test_callback_logs_the_tags_from_its_own_state(tmp_path):
+    trainer, module = _stand_ins(tmp_path)
+    callback = ValidationPictures()
+    _run_epoch(callback, trainer, module, [_batch()])
+    tags = _events(trainer).Tags()
+    assert "confusion" in tags["images"]
+    for layer in (0, 1):
+        assert {f"attention/layer_{layer}/mean", f"attention/layer_{layer}/heads"} <= set(
+            tags["images"]
+        )
+    assert "misclassified/text_summary" in tags["tensors"]  # add_text's tag for "misclassified"
+    assert callback.heatmap_example.tolist() == [2, 5, 6, 7]  # the first row's real tokens
+    assert [(t, p) for _, t, p in callback.misclassified] == [("体育", "财经"), ("科技", "体育")]
+    assert callback.confusion.compute().sum() == 2
+
+
+def test_misclassified_rows_show_the_datamodule_text_or_decoded_ids(tmp_path):
+    data = SimpleNamespace(text=lambda split, i: f"{split} row {i}：原文")
+    trainer, module = _stand_ins(tmp_path, datamodule=data)
+    callback = ValidationPictures()
+    _run_epoch(callback, trainer, module, [_batch(texts_index=[4, 9])])
+    assert [text for text, _, _ in callback.misclassified] == [
+        "validation row 4：原文",
+        "validation row 9：原文",
+    ]
+    _run_epoch(callback, trainer, module, [_batch()])  # no index: ids, as no tokenizer is known
+    assert [text for text, _, _ in callback.misclassified] == ["[2, 5, 6, 7]", "[2, 8, 9]"]
+
+
+def test_nothing_is_collected_or_drawn_during_the_sanity_check(tmp_path):
+    trainer, module = _stand_ins(tmp_path)
+    trainer.sanity_checking = True
+    callback = ValidationPictures()
+    _run_epoch(callback, trainer, module, [_batch()])
+    assert callback.misclassified == [] and callback.heatmap_example is None
+    assert not list(tmp_path.rglob("events.*"))
+
+
+def test_other_loggers_get_one_notice_and_no_pictures(tmp_path, caplog):
+    trainer, module = _stand_ins(tmp_path)
+    trainer.loggers = [CSVLogger(str(tmp_path))]
+    callback = ValidationPictures()
+    with caplog.at_level(logging.INFO, logger="tscratch"):
+        for _ in range(3):  # fit, then validate and test again with the same callback
+            _run_epoch(callback, trainer, module, [_batch()])
+    notices = [r for r in caplog.records if "TensorBoard only" in r.getMessage()]
+    assert len(notices) == 1 and "CSVLogger" in notices[0].getMessage()
+    assert callback.misclassified == [] and callback.confusion is None
+
+
+# --- Chinese data through the data module ---------------------------------------------------
+
+TOPICS = {
+    "体育": "足球比赛球队进球冠军",
+    "财经": "股票市场银行利率投资",
+    "科技": "手机芯片软件网络电脑",
+}
+
+
+@pytest.fixture
+def chinese_data(tmp_path: Path, data_cache: str) -> TextClassificationData:
+    rows = {"text": [], "label": []}
+    for i in range(60):
+        label = list(TOPICS)[i % 3]
+        words = TOPICS[label]
+        rows["text"].append(f"第{i}条：{words[i % 5 :]}{words[: i % 5]}，今天的新闻。")
+        rows["label"].append(label)
+    path = tmp_path / "news.csv"
+    Dataset.from_dict(rows).to_csv(str(path), index=False)
+    data = TextClassificationData(
+        dataset=str(path), vocab_size=200, max_length=32, batch_size=4, cache_dir=data_cache
+    )
+    data.setup("fit")
+    return data
+
+
+def test_chinese_misclassified_texts_are_the_original_strings(tmp_path, chinese_data):
+    batches = list(chinese_data.val_dataloader())
+    assert all("index" in b for b in batches)
+    originals = {chinese_data.text("validation", i) for b in batches for i in b["index"].tolist()}
+    assert len(originals) == len(chinese_data.split("validation"))
+    trainer, module = _stand_ins(tmp_path, chinese_data, vocab_size=chinese_data.vocab_size)
+    module.label_names = chinese_data.label_names
+
+    callback = ValidationPictures()
+    _run_epoch(callback, trainer, module, batches)
+
+    texts = [text for text, _, _ in callback.misclassified]
+    assert texts and set(texts) <= originals  # "第3条：…", not "第 3 条 ：…" decoded from ids
+    logged = _misclassified_text(_events(trainer))
+    assert all(text in logged for text in texts)
