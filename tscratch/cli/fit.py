@@ -31,6 +31,7 @@ import torch
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.checks import check_max_length, check_resume
 from tscratch.data.datamodule import TextClassificationData
@@ -299,12 +300,16 @@ def _summary(trainer, best: str | None) -> None:
     metrics = trainer.callback_metrics
     acc, f1 = metrics.get("test/acc"), metrics.get("test/f1")
     log_dir = Path(trainer.log_dir or ".")
+    last = trainer.checkpoint_callback.dirpath or log_dir / "checkpoints"
+    if isinstance(trainer.logger, TensorBoardLogger):
+        see = f"see the run: tensorboard --logdir {log_dir.parent}"
+    else:
+        see = f"logs: {log_dir}"
     log.info(
-        "\ntest accuracy %.4f, macro-F1 %.4f\nbest checkpoint: %s\nlast checkpoint: %s\n"
-        "see the run: tensorboard --logdir %s",
+        "\ntest accuracy %.4f, macro-F1 %.4f\nbest checkpoint: %s\nlast checkpoint: %s\n%s",
         float(acc) if acc is not None else float("nan"),
         float(f1) if f1 is not None else float("nan"),
         best,
-        log_dir / "checkpoints" / "last.ckpt",
-        log_dir.parent,
+        Path(last) / "last.ckpt",
+        see,
     )

@@ -62,13 +62,14 @@ class ValidationPictures(L.Callback):
         self._logger = next(
             (lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None
         )
-        if self._logger is None and trainer.loggers and not self._noticed:
+        if self._logger is None and trainer.loggers and not self._noticed:  # once per run
             self._noticed = True
-            log.info(
-                "pictures (confusion matrix, attention heatmaps, misclassified texts) are drawn "
-                "for TensorBoard only: skipped with %s",
-                ", ".join(type(lg).__name__ for lg in trainer.loggers),
-            )
+            if trainer.is_global_zero:
+                log.info(
+                    "pictures (confusion matrix, attention heatmaps, misclassified texts) are "
+                    "drawn for TensorBoard only: skipped with %s",
+                    ", ".join(type(lg).__name__ for lg in trainer.loggers),
+                )
 
     def _active(self, trainer: L.Trainer) -> bool:
         return self._logger is not None and not trainer.sanity_checking
@@ -100,7 +101,7 @@ class ValidationPictures(L.Callback):
         names = pl_module.label_names
         for i in wrong[: max(0, self.max_misclassified - len(self.misclassified))]:
             text = self._text(trainer.datamodule, batch, i)[: self.max_chars]
-            self.misclassified.append((text, names[labels[i]], names[predicted[i]]))
+            self.misclassified.append((text, names[int(labels[i])], names[int(predicted[i])]))
         if self.heatmap_example is None:
             # The eval loader is deterministic, so this is the same example every epoch.
             self.heatmap_example = batch["input_ids"][0][batch["attention_mask"][0]].cpu()
