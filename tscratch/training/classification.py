@@ -131,7 +131,7 @@ class ClassificationTask(L.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
-        self.flops_per_batch = 3 * forward_flops(self.config, B, T)
+        self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
         logits = self(batch["input_ids"], self._drop_tokens(batch["attention_mask"]))
         loss = self._loss(logits, batch["labels"])
         if not torch.isfinite(loss):
