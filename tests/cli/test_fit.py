@@ -252,7 +252,7 @@ def test_article_config_is_exactly_the_article_recipe(argv, capsys):
 
 def test_every_packaged_config_parses(argv, capsys):
     names = sorted(p.stem for p in CONFIGS.glob("*.yaml"))
-    assert names == ["article", "default", "imdb", "tiny"]
+    assert names == ["article", "default", "imdb", "minilm", "tiny"]
     for name in names:
         with pytest.raises(SystemExit) as exit_info:
             main(["--config", name, "--print_config"])
@@ -270,6 +270,6 @@ def test_the_wheel_ships_the_configs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = tmp_path.glob("tscratch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {f"tscratch/configs/{n}.yaml" for n in ("default", "tiny", "article", "imdb")} <= set(
+    assert {f"tscratch/configs/{n}.yaml" for n in ("default", "tiny", "article", "minilm")} <= set(
         names
     )

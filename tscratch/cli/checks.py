@@ -13,18 +13,24 @@ from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
 
 
-def check_max_length(config: EncoderConfig, max_length: int) -> None:
+def check_max_length(config: EncoderConfig, max_length: int, init_from: str | None = None) -> None:
     """Refuses a ``data.max_length`` beyond the position scheme's length limit, if it has one.
 
     Raised at start-up, not at the first long batch minutes into training.
     """
     limit = position_length_limit(config)
-    if limit is not None and max_length > limit:
+    if limit is None or max_length <= limit:
+        return
+    if init_from is not None:  # the table's size is the pretrained one's: only the data can give
         raise UserError(
-            f"data.max_length ({max_length}) exceeds model.max_len ({limit}) of the "
-            f"{config.position} position table; set --model.max_len {max_length} or "
-            f"--data.max_length {limit}"
+            f"data.max_length ({max_length}) exceeds the {limit} positions of --model.init_from "
+            f"{init_from}; set --data.max_length {limit} or less"
         )
+    raise UserError(
+        f"data.max_length ({max_length}) exceeds model.max_len ({limit}) of the "
+        f"{config.position} position table; set --model.max_len {max_length} or "
+        f"--data.max_length {limit}"
+    )
 
 
 def check_resume(

@@ -35,7 +35,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.checks import check_max_length, check_resume
 from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
+from tscratch.pretrained import Pretrained
 from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
     CheckpointError,
@@ -44,6 +46,7 @@ from tscratch.training.checkpointing import (
     read_checkpoint,
 )
 from tscratch.training.classification import ClassificationTask
+from tscratch.training.init_from import adopt_architecture, resolve_init_source
 from tscratch.training.pictures import ValidationPictures
 from tscratch.training.throughput import TokenThroughput
 
@@ -108,6 +111,23 @@ class TScratchCLI(LightningCLI):
 
     resume_state: dict[str, Any] | None = None
     """The checkpoint `--ckpt_path` names, read once while resolving it."""
+    pretrained: Pretrained | None = None
+    """The encoder `--model.init_from` names, read once while adopting its architecture."""
+
+    def _adopt_init_source(self, config: Namespace) -> Pretrained:
+        """Take the architecture and the tokenizer from `--model.init_from`."""
+        source = resolve_init_source(config.model.init_from)
+        defaults = self.parser.get_defaults().model.as_dict()
+        for name, value in adopt_architecture(source, config.model.as_dict(), defaults).items():
+            config.model[name] = value
+        if config.data.tokenizer is not None:
+            raise UserError(
+                f"--model.init_from {config.model.init_from} brings its own tokenizer; drop "
+                f"--data.tokenizer {config.data.tokenizer}"
+            )
+        config.data.tokenizer = str(save_tokenizer(source.tokenizer, config.data.cache_dir))
+        log.info("init_from %s: its architecture and tokenizer are used", source.source)
+        return source
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in ("vocab_size", "num_classes", "pad_id", "label_names"):
@@ -154,6 +174,8 @@ class TScratchCLI(LightningCLI):
                     class_path=f"{SafeCheckpointIO.__module__}.{SafeCheckpointIO.__qualname__}"
                 )
             ]
+        if config.model.init_from is not None:
+            self.pretrained = self._adopt_init_source(config)
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
             log.info(
@@ -233,7 +255,8 @@ def main(args: list[str] | None = None) -> int:
         )
         config, trainer, model = cli.config, cli.trainer, cli.model
         # Before fit: a bad combination fails here, before the run folder or any file is written.
-        check_max_length(model.config, cli.datamodule.max_length)
+        check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
+        model.pretrained, cli.pretrained = cli.pretrained, None
         if cli.resume_state is not None:
             trained = cli.resume_state.get("hyper_parameters") or {}
             check_resume(model.hparams, trained, model.architecture_keys(), config.ckpt_path)

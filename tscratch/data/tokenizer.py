@@ -117,3 +117,18 @@ def cached_tokenizer(
     tmp.replace(path)
     logger.info("Trained a %s tokenizer of %d tokens: %s", model, tokenizer.get_vocab_size(), path)
     return tokenizer
+
+
+def save_tokenizer(tokenizer: Tokenizer, cache_dir: str | None = None) -> Path:
+    """Write `tokenizer` into the cache under its own fingerprint and return the path (written
+    once; a second call with the same tokenizer finds the file)."""
+    text = tokenizer.to_str()
+    path = (
+        Path(cache_dir or default_cache_dir()) / "tokenizers" / fingerprint(text) / "tokenizer.json"
+    )
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return path

@@ -23,7 +23,9 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from tscratch.config import EncoderConfig
 from tscratch.errors import NonFiniteLoss, UserError
 from tscratch.model import TransformerClassifier, forward_flops
+from tscratch.pretrained import Pretrained
 from tscratch.training.hparams import architecture_keys, config_arguments
+from tscratch.training.init_from import load_encoder, resolve_init_source
 from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
 
 
@@ -51,6 +53,7 @@ class ClassificationTask(L.LightningModule):
         label_smoothing: float = 0.1,
         token_dropout: float = 0.0,
         compile: bool = False,
+        init_from: str | None = None,
     ) -> None:
         """
         Args:
@@ -68,6 +71,10 @@ class ClassificationTask(L.LightningModule):
                 each training batch, a different draw every step (word dropout, Iyyer et al.
                 2015).
             compile: compile the model with torch.compile (slower on small CPUs; see README).
+            init_from: start the encoder from pretrained weights: a fit.py checkpoint, a
+                BERT-family folder, 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id
+                (online). The CLI then takes the architecture and the tokenizer from it; the
+                classification head is new.
         """
         super().__init__()  # `config_arguments` saves the hyperparameters, flat
         self.config = config
@@ -95,6 +102,8 @@ class ClassificationTask(L.LightningModule):
         self.flops_per_batch = 0
         self._rng_to_restore: dict | None = None
         self._loader_states_to_restore: list[dict] | None = None
+        self.pretrained: Pretrained | None = None
+        """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
 
     @classmethod
     def from_checkpoint(cls, checkpoint: dict[str, Any]) -> ClassificationTask:
@@ -165,6 +174,15 @@ class ClassificationTask(L.LightningModule):
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self(batch["input_ids"], batch["attention_mask"]).float().softmax(-1)
+
+    def setup(self, stage: str) -> None:
+        """Load `init_from`'s encoder weights before training (not when resuming: the
+        checkpoint holds every weight)."""
+        if stage != "fit" or self.hparams.init_from is None or self.trainer.ckpt_path:
+            return
+        source = self.pretrained or resolve_init_source(self.hparams.init_from)
+        self.pretrained = None  # the weights now live in the model; do not hold a second copy
+        load_encoder(self.model.encoder, source)
 
     def on_fit_start(self) -> None:
         # Registers the run's final figures next to its hyperparameters (TensorBoard's HPARAMS

