@@ -4,7 +4,8 @@ Compares three implementations of the article's classifier (vocab 30000, d_model
 d_ff 1024, 6 Post-LN layers, sinusoidal positions, ReLU, first-token pooling, dropout 0.1 on
 embeddings, residuals and the feed-forward hidden layer, none on attention weights):
 
-- `tscratch`: `TransformerClassifier` (fused `F.scaled_dot_product_attention` path);
+- `tscratch`: `TransformerClassifier` as users get it (`attention_impl="auto"`: the fused
+  `F.scaled_dot_product_attention` path, explicit where `AUTO_POLICY` says it is faster);
 - `explicit`: the same model with `attention_impl="explicit"` (matmul-softmax-matmul);
 - `torch`: `torch.nn.TransformerEncoder` of the same shape with the same embedding and head
   (nested-tensor fast path allowed for inference only).

@@ -1,10 +1,11 @@
 """Train the hand-written Transformer classifier: `python scripts/fit.py --help` lists every option.
 
 Examples:
-    python scripts/fit.py                                   # bbc_news, scripts/configs/default.yaml
-    python scripts/fit.py --config scripts/configs/tiny.yaml
+    python scripts/fit.py                                   # bbc_news, the packaged default.yaml
+    python scripts/fit.py --config tiny                     # tscratch/configs/tiny.yaml
     python scripts/fit.py --model.d_model 128 --trainer.max_epochs 5
     python scripts/fit.py --ckpt_path last                  # resume the newest run
+    python scripts/fit.py --config minilm                   # fine-tune all-MiniLM-L6-v2
 """
 
 import sys

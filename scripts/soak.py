@@ -1,8 +1,8 @@
 """Soak test (not in CI): train the tiny model for many epochs and watch the process memory.
 
-Runs `tscratch.cli.fit.main` in this process on `scripts/configs/tiny.yaml` with a checkpoint every
-5 steps and validation every epoch, samples the resident set size (VmRSS from /proc) at the end
-of every epoch, and prints it at the start, middle and end, with the least-squares slope over
+Runs `tscratch.cli.fit.main` in this process on `tscratch/configs/tiny.yaml` with a checkpoint
+every 5 steps and validation every epoch, samples the resident set size (VmRSS from /proc) at the
+end of every epoch, and prints it at the start, middle and end, with the least-squares slope over
 the epochs after the first tenth (allocator and cache warm-up). A leak shows as a steady slope.
 
 Examples:

@@ -22,7 +22,10 @@ import torch
 
 from tests.helpers import REPO, TINY_YAML, script_env
 from tscratch.cli.checks import check_max_length, check_resume
+from tscratch.cli.fit import resolve_ckpt_path
 from tscratch.config import EncoderConfig
+from tscratch.data import sources
+from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.sources import load_source
 from tscratch.errors import UserError, one_line
 from tscratch.nn.positions import POSITIONS, position_length_limit
@@ -473,3 +476,54 @@ def test_main_reports_a_user_error_in_one_line(monkeypatch, tmp_path, capsys, da
     code = fit.main(["--config", str(TINY_YAML), "--trainer.default_root_dir", str(tmp_path)])
     assert code == 2
     assert capsys.readouterr().err == "error: max_length (3) is bad; use 4\n"
+
+
+# --- bad values caught before a library deep inside would raise its own error ------------------
+
+
+def test_a_single_label_dataset_is_one_user_error(tmp_path):
+    data = write_csv(tmp_path / "one.csv", [(text, "neg") for text, _ in rows(40)])
+    raw = load_source(str(data), None, None)
+    with pytest.raises(UserError, match=r"train split has 1 label \(\['neg'\]\); a classifier"):
+        sources.prepare_splits(raw, None, None, 0.1, 0.1, 42)
+
+
+@pytest.mark.parametrize(
+    ("arg", "value", "message"),
+    [
+        ("bucket_size", 0, r"data\.bucket_size \(0\) must be at least 1"),
+        ("eval_batch_size", 0, r"data\.eval_batch_size \(0\) must be at least 1"),
+        ("num_workers", -1, r"data\.num_workers \(-1\) must be at least 0"),
+    ],
+)
+def test_bad_loader_settings_are_user_errors(arg, value, message):
+    with pytest.raises(UserError, match=message):
+        TextClassificationData(**{arg: value})
+
+
+@pytest.mark.parametrize(
+    ("arg", "value", "message"),
+    [
+        ("lr", -1.0, r"lr \(-1\.0\) must be positive"),
+        ("weight_decay", -0.1, r"weight_decay \(-0\.1\) must be >= 0"),
+        ("betas", (0.9, 1.5), r"betas \(\[0\.9, 1\.5\]\) must be two numbers in \[0, 1\)"),
+        ("label_smoothing", 2.0, r"label_smoothing \(2\.0\) must be in \[0, 1\)"),
+    ],
+)
+def test_bad_optimizer_settings_are_user_errors(arg, value, message):
+    tiny = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    with pytest.raises(UserError, match=message):
+        ClassificationTask(**tiny, **{arg: value})
+
+
+def test_a_checkpoint_of_another_task_is_one_user_error():
+    foreign = {"hyper_parameters": {"d_model": 16}, "state_dict": {}}
+    with pytest.raises(UserError, match=r"not written by ClassificationTask \(.*vocab_size"):
+        ClassificationTask.from_checkpoint(foreign)
+
+
+def test_ckpt_path_without_training_state_is_one_user_error(tmp_path):
+    path = tmp_path / "weights.ckpt"
+    torch.save({"state_dict": {}}, path)
+    with pytest.raises(UserError, match=r"has no epoch, global_step, loops, optimizer_states"):
+        resolve_ckpt_path(str(path), tmp_path)

@@ -35,7 +35,6 @@ class DummyConfig(EncoderConfig):
 class DummyTask(ClassificationTask):
     """ClassificationTask trained on DummyConfig: the only change is which config it takes."""
 
-    config_class = DummyConfig
     __init__ = config_arguments(DummyConfig)(ClassificationTask.__init__.__wrapped__)
 
 

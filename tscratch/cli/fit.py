@@ -40,6 +40,7 @@ from tscratch.errors import MissingFile, UserError, report
 from tscratch.pretrained import Pretrained
 from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
+    RESUME_KEYS,
     CheckpointError,
     SafeCheckpointIO,
     newest_valid_checkpoint,
@@ -113,6 +114,12 @@ class TScratchCLI(LightningCLI):
     """The checkpoint `--ckpt_path` names, read once while resolving it."""
     pretrained: Pretrained | None = None
     """The encoder `--model.init_from` names, read once while adopting its architecture."""
+    data_links: tuple[str, ...] = ("vocab_size", "num_classes", "pad_id", "label_names")
+    """Data-module properties linked into the model's arguments of the same name."""
+    best_metric: tuple[str, str] = ("val/acc", "max")
+    """What the `best-*.ckpt` checkpoint is the best by, and in which direction."""
+    test_after_fit: bool = True
+    """Whether the command has a `--test` flag (evaluate the best checkpoint after training)."""
 
     def _adopt_init_source(self, config: Namespace) -> Pretrained:
         """Take the architecture and the tokenizer from `--model.init_from`."""
@@ -130,13 +137,13 @@ class TScratchCLI(LightningCLI):
         return source
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        for name in ("vocab_size", "num_classes", "pad_id", "label_names"):
+        for name in self.data_links:
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(
             {
-                "checkpoint.monitor": "val/acc",
-                "checkpoint.mode": "max",
+                "checkpoint.monitor": self.best_metric[0],
+                "checkpoint.mode": self.best_metric[1],
                 "checkpoint.filename": "best-epoch{epoch}-step{step}",
                 "checkpoint.auto_insert_metric_name": False,
             }
@@ -149,9 +156,23 @@ class TScratchCLI(LightningCLI):
             help="Resume from this checkpoint; 'last' resumes the newest run under "
             "default_root_dir (starts a new run if there is none).",
         )
-        parser.add_argument(
-            "--test", type=bool, default=True, help="Evaluate the best checkpoint on test."
-        )
+        if self.test_after_fit:
+            parser.add_argument(
+                "--test", type=bool, default=True, help="Evaluate the best checkpoint on test."
+            )
+
+    def check_resume(self) -> None:
+        """Refuse a `--ckpt_path` of another architecture (before anything is written), then
+        hand the checkpoint, read once, to the Trainer."""
+        if self.resume_state is None:
+            return
+        trained = self.resume_state.get("hyper_parameters") or {}
+        keys = self.model.architecture_keys()
+        check_resume(self.model.hparams, trained, keys, self.config.ckpt_path)
+        checkpoint_io = self.trainer.strategy.checkpoint_io
+        if isinstance(checkpoint_io, SafeCheckpointIO):  # read once: hand it over
+            checkpoint_io.hand_over(self.config.ckpt_path, self.resume_state)
+        self.resume_state = None
 
     def before_instantiate_classes(self) -> None:
         config = self.config
@@ -174,7 +195,7 @@ class TScratchCLI(LightningCLI):
                     class_path=f"{SafeCheckpointIO.__module__}.{SafeCheckpointIO.__qualname__}"
                 )
             ]
-        if config.model.init_from is not None:
+        if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
@@ -209,7 +230,7 @@ def resolve_ckpt_path(
         path = Path(ckpt_path)
         if not path.is_file():
             raise MissingFile(f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'")
-        state = read_checkpoint(path)
+        state = read_checkpoint(path, keys=RESUME_KEYS)  # one line if it cannot resume
     log.info("resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"])
     run = path.parent.parent
     version = None
@@ -257,13 +278,7 @@ def main(args: list[str] | None = None) -> int:
         # Before fit: a bad combination fails here, before the run folder or any file is written.
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None
-        if cli.resume_state is not None:
-            trained = cli.resume_state.get("hyper_parameters") or {}
-            check_resume(model.hparams, trained, model.architecture_keys(), config.ckpt_path)
-            checkpoint_io = trainer.strategy.checkpoint_io
-            if isinstance(checkpoint_io, SafeCheckpointIO):  # read once: hand it over
-                checkpoint_io.hand_over(config.ckpt_path, cli.resume_state)
-            cli.resume_state = None
+        cli.check_resume()
         trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
@@ -275,19 +290,20 @@ def main(args: list[str] | None = None) -> int:
     return 0
 
 
-def with_configs(args: list[str]) -> tuple[list[str], list[str]]:
+def with_configs(args: list[str], default: str = "default") -> tuple[list[str], list[str]]:
     """The arguments with config names resolved, and the default config files.
 
-    `--config tiny` is the packaged tiny.yaml. Without any `--config`, the packaged default.yaml
-    is the parser's default config (flags override it; `--help` shows its values); with one, no
-    file is layered underneath: a config never inherits from another behind the user's back.
+    `--config tiny` is the packaged tiny.yaml. Without any `--config`, the packaged
+    `<default>.yaml` (default.yaml for fit.py) is the parser's default config (flags override
+    it; `--help` shows its values); with one, no file is layered underneath: a config never
+    inherits from another behind the user's back.
     """
     resolved, named = [], False
     i = 0
     while i < len(args):
         arg = str(args[i])
-        if arg == "--config" and i + 1 < len(args):
-            resolved += ["--config", packaged_config(str(args[i + 1]))]
+        if arg in ("--config", "-c") and i + 1 < len(args):
+            resolved += [arg, packaged_config(str(args[i + 1]))]
             named, i = True, i + 2
             continue
         if arg.startswith("--config="):
@@ -296,7 +312,7 @@ def with_configs(args: list[str]) -> tuple[list[str], list[str]]:
         else:
             resolved.append(args[i])
         i += 1
-    return resolved, [] if named else [str(CONFIGS / "default.yaml")]
+    return resolved, [] if named else [str(CONFIGS / f"{default}.yaml")]
 
 
 def packaged_config(name: str) -> str:

@@ -175,6 +175,13 @@ class TextClassificationData(L.LightningDataModule):
         _check_args(
             val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model
         )
+        for arg, value, least in (
+            ("eval_batch_size", eval_batch_size, 1),
+            ("bucket_size", bucket_size, 1),
+            ("num_workers", num_workers, 0),
+        ):
+            if value is not None and value < least:
+                raise UserError(f"data.{arg} ({value}) must be at least {least}")
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
         self.save_hyperparameters(ignore=["vocab_size"])

@@ -253,6 +253,11 @@ def prepare_splits(
         if not split_texts:
             raise UserError(f"the {split} split is empty; add data or raise val/test fractions")
         out[split] = Dataset.from_dict({"text": split_texts, "labels": split_labels})
+    if len(label_names) < 2:
+        raise UserError(
+            f"the train split has {len(label_names)} label ({label_names}); a classifier needs at "
+            "least 2: check label_column or the data"
+        )
     return LabeledSplits(**out, label_names=label_names)
 
 

@@ -38,16 +38,25 @@ def default_cache_dir() -> str:
 
 
 def train_tokenizer(
-    texts: Iterable[str], model: Literal["wordpiece", "bpe"], vocab_size: int, max_chars: int
+    texts: Iterable[str],
+    model: Literal["wordpiece", "bpe"],
+    vocab_size: int,
+    max_chars: int,
+    extra_special_tokens: Sequence[str] = (),
 ) -> Tokenizer:
-    """Trains a ``[CLS]``-prefixing WordPiece or BPE tokenizer on ``texts``."""
+    """Trains a ``[CLS]``-prefixing WordPiece or BPE tokenizer on ``texts``.
+
+    ``extra_special_tokens`` (e.g. ``("[MASK]",)`` for masked-LM pretraining) get the ids after
+    ``SPECIAL_TOKENS``; the default adds none, so classification tokenizers stay as they were.
+    """
+    specials = [*SPECIAL_TOKENS, *extra_special_tokens]
     if model == "wordpiece":
         tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS])
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
     elif model == "bpe":
         tokenizer = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##"))
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=[*SPECIAL_TOKENS], continuing_subword_prefix="##"
+            vocab_size=vocab_size, special_tokens=specials, continuing_subword_prefix="##"
         )
     else:
         raise UserError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
@@ -103,14 +112,16 @@ def cached_tokenizer(
     vocab_size: int,
     max_chars: int,
     cache_dir: str,
+    extra_special_tokens: Sequence[str] = (),
 ) -> Tokenizer:
     """Loads the tokenizer trained on these ``texts`` with these settings, or trains it."""
-    key = fingerprint(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), texts)
+    extra = [f"special:{token}" for token in extra_special_tokens]  # none: the old cache keys
+    key = fingerprint(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), *extra, texts)
     path = Path(cache_dir) / "tokenizers" / key / "tokenizer.json"
     if path.exists():
         logger.info("Loading cached tokenizer %s", path)
         return Tokenizer.from_file(str(path))
-    tokenizer = train_tokenizer(texts, model, vocab_size, max_chars)
+    tokenizer = train_tokenizer(texts, model, vocab_size, max_chars, extra_special_tokens)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
     tokenizer.save(str(tmp))

@@ -9,10 +9,8 @@ checkpoint alone is enough to predict.
 
 from __future__ import annotations
 
-import random
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -24,19 +22,17 @@ from tscratch.config import EncoderConfig
 from tscratch.errors import NonFiniteLoss, UserError
 from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.pretrained import Pretrained
-from tscratch.training.hparams import architecture_keys, config_arguments
+from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
-from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
+from tscratch.training.task import EncoderTask, check_optimization
 
 
-class ClassificationTask(L.LightningModule):
+class ClassificationTask(EncoderTask):
     """Train the hand-written Transformer encoder as a text classifier.
 
-    The architecture arguments are the fields of `config_class` (`EncoderConfig`), listed after
-    the task's own below; `vocab_size` and `pad_id` are linked from the data (do not set).
+    The architecture arguments are the fields of the config named in `@config_arguments`
+    (`EncoderConfig`), listed after the task's own below; `vocab_size` and `pad_id` are linked from the data (do not set).
     """
-
-    config_class: ClassVar[type] = EncoderConfig
 
     @config_arguments(EncoderConfig)
     def __init__(
@@ -84,6 +80,9 @@ class ClassificationTask(L.LightningModule):
             )
         if not 0.0 <= token_dropout < 1.0:
             raise UserError(f"token_dropout ({token_dropout}) must be in [0, 1)")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
+        check_optimization(lr, weight_decay, betas)
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
         self.model = TransformerClassifier(self.config, num_classes, pooling=pooling)
         if compile:
@@ -97,31 +96,14 @@ class ClassificationTask(L.LightningModule):
         self.train_metrics = metrics().clone(prefix="train/")
         self.val_metrics = metrics().clone(prefix="val/")
         self.test_metrics = metrics().clone(prefix="test/")
-        self.tokenizer_json: str | None = None
-        self.max_length: int | None = None
-        self.flops_per_batch = 0
-        self._rng_to_restore: dict | None = None
-        self._loader_states_to_restore: list[dict] | None = None
         self.pretrained: Pretrained | None = None
         """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
-
-    @classmethod
-    def from_checkpoint(cls, checkpoint: dict[str, Any]) -> ClassificationTask:
-        """The trained module from a checkpoint already read (`read_checkpoint`), on the CPU.
-
-        Unlike `load_from_checkpoint`, this never reads the file again.
-        """
-        hparams = checkpoint.get("hyper_parameters") or {}
-        model = cls(**{k: v for k, v in hparams.items() if not k.startswith("_")})
-        model.load_state_dict(checkpoint["state_dict"])
-        model.on_load_checkpoint(checkpoint)
-        return model
 
     @classmethod
     def architecture_keys(cls) -> list[str]:
         """Hyperparameters a resumed run must share with its checkpoint: every config field
         except its `RUNTIME_FIELDS`, and what sizes and reads the head."""
-        return [*architecture_keys(cls.config_class), "num_classes", "label_names", "pooling"]
+        return [*super().architecture_keys(), "num_classes", "label_names", "pooling"]
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Logits (B, C) for token ids (B, T) and mask (B, T), True = real token."""
@@ -194,77 +176,6 @@ class ClassificationTask(L.LightningModule):
             if isinstance(logger, TensorBoardLogger):
                 logger.log_hyperparams(self.hparams, metrics)
 
-    def configure_optimizers(self) -> dict[str, Any]:
-        hp = self.hparams
-        groups = parameter_groups(self.model, hp.weight_decay)
-        fused = self.device.type == "cuda"
-        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), fused=fused)
-        total = int(self.trainer.estimated_stepping_batches)
-        warmup = resolve_warmup(hp.warmup_steps, total)
-        factor = warmup_cosine(total, warmup, hp.min_lr / hp.lr if hp.lr else 0.0)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-        }
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        if self.global_step % max(self.trainer.log_every_n_steps, 1):
-            return
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        if grads:
-            norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
-            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
-
-    # Checkpoints hold plain types only (loadable with weights_only=True): the tokenizer as a
-    # JSON string, and the RNG states that make a resumed run repeat the uninterrupted one.
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
-        if self.tokenizer_json is None and hasattr(datamodule, "tokenizer_json"):
-            self.tokenizer_json = datamodule.tokenizer_json()
-        if self.max_length is None and hasattr(datamodule, "max_length"):
-            self.max_length = int(datamodule.max_length)
-        checkpoint["tokenizer_json"] = self.tokenizer_json
-        checkpoint["max_length"] = self.max_length
+        super().on_save_checkpoint(checkpoint)
         checkpoint["label_names"] = list(self.label_names)
-        checkpoint["rng_states"] = _rng_states()
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.tokenizer_json = checkpoint.get("tokenizer_json")
-        self.max_length = checkpoint.get("max_length")
-        self._rng_to_restore = checkpoint.get("rng_states")
-        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
-        self._loader_states_to_restore = fit_loop.get("combined_loader")
-
-    def on_train_start(self) -> None:
-        loader = self.trainer.train_dataloader
-        # Lightning hands the checkpoint's loader position to the loader when it first sets up
-        # the training data, but `estimated_stepping_batches` (configure_optimizers) already did
-        # that before the checkpoint was read: without this a mid-epoch resume replays the epoch.
-        states = self._loader_states_to_restore
-        if states and len(states) == 1 and hasattr(loader, "load_state_dict"):
-            loader.load_state_dict(states[0])
-        self._loader_states_to_restore = None
-        # The data module's loaders carry their own generator: a DataLoader without one draws
-        # from the global RNG at every iter(), which would land after the restore below.
-        if self._rng_to_restore is not None:
-            _set_rng_states(self._rng_to_restore)
-            self._rng_to_restore = None
-
-
-def _rng_states() -> dict[str, Any]:
-    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def _set_rng_states(states: dict[str, Any]) -> None:
-    torch.set_rng_state(states["torch"])
-    random.setstate(_as_tuples(states["python"]))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def _as_tuples(value: Any) -> Any:
-    return tuple(_as_tuples(v) for v in value) if isinstance(value, list | tuple) else value

@@ -68,6 +68,7 @@ def config_arguments(config_class: type, *, param: str = "config") -> Callable:
             self.save_hyperparameters(flat, frame=inspect.currentframe())
 
         wrapper.__signature__ = signature  # what inspect, jsonargparse and help() see
+        wrapper.config_class = config_class  # the one place a task names its config
         wrapper.__doc__ = _with_field_docs(init.__doc__ or "", fields, docs)
         return wrapper
 

@@ -1,0 +1,89 @@
+"""The pretraining command line: `python scripts/pretrain.py [--config NAME] [--model.* --data.*
+--trainer.*]`.
+
+Masked-LM pretraining of the same `TransformerEncoder` fit.py trains, on raw text. It is fit.py's
+`TScratchCLI` with another task and data module, so everything fit.py adds to Lightning holds
+here too: architecture flags from `EncoderConfig`, packaged configs (`pretrain.yaml` by default,
+`--config pretrain_tiny`), the precision policy, `last.ckpt` at every save point, `--ckpt_path
+last` exact resume, atomic checkpoints, Ctrl-C/SIGTERM saving, one-line errors. The best
+checkpoint is the one with the lowest held-out loss. A checkpoint starts a classifier with
+`python scripts/fit.py --model.init_from PATH.ckpt`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from tscratch.cli.checks import check_max_length
+from tscratch.cli.fit import TScratchCLI, trainer_defaults, with_configs
+from tscratch.data.text import PretrainingTextData
+from tscratch.errors import UserError, report
+from tscratch.training.masked_lm import MaskedLMTask, MaskedPredictions
+from tscratch.training.pictures import ValidationPictures
+
+log = logging.getLogger("tscratch")
+
+
+class PretrainCLI(TScratchCLI):
+    """`TScratchCLI` for masked-LM pretraining: no classes to link, best by val/loss, no test."""
+
+    data_links = ("vocab_size", "pad_id")
+    best_metric = ("val/loss", "min")
+    test_after_fit = False
+
+
+def pretrain_trainer_defaults() -> dict[str, Any]:
+    """fit.py's trainer defaults, with the masked-prediction text instead of the classifier's
+    pictures."""
+    defaults = trainer_defaults()
+    callbacks = [cb for cb in defaults["callbacks"] if not isinstance(cb, ValidationPictures)]
+    defaults["callbacks"] = [*callbacks, MaskedPredictions()]
+    return defaults
+
+
+def main(args: list[str] | None = None) -> int:
+    """Pretrain and print a summary. Returns the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    args, defaults = with_configs(sys.argv[1:] if args is None else args, default="pretrain")
+    try:
+        cli = PretrainCLI(
+            MaskedLMTask,
+            PretrainingTextData,
+            args=args,
+            run=False,
+            seed_everything_default=0,
+            trainer_defaults=pretrain_trainer_defaults(),
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"default_config_files": defaults},
+        )
+        trainer, model = cli.trainer, cli.model
+        check_max_length(model.config, cli.datamodule.max_length)  # before anything is written
+        cli.check_resume()
+        trainer.fit(model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+        if not trainer.interrupted:
+            _summary(trainer)
+    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
+        return report(error)
+    return 0
+
+
+def _summary(trainer) -> None:
+    metrics = trainer.callback_metrics
+    loss, acc = metrics.get("val/loss"), metrics.get("val/mlm_acc")
+    folder = trainer.checkpoint_callback.dirpath or Path(trainer.log_dir or ".") / "checkpoints"
+    last = Path(folder) / "last.ckpt"
+    log.info(
+        "\nheld-out perplexity %.2f, masked-token accuracy %.4f\nlast checkpoint: %s\n"
+        "fine-tune it: python scripts/fit.py --model.init_from %s",
+        math.exp(float(loss)) if loss is not None else float("nan"),
+        float(acc) if acc is not None else float("nan"),
+        last,
+        last,
+    )

@@ -1,0 +1,337 @@
+"""Raw text for masked-LM pretraining, and the LightningDataModule that serves it masked.
+
+Documents come from any source `TextClassificationData` reads (the text column of its training
+split only, cut exactly as fit.py cuts it, so the downstream validation and test texts are never
+seen; labels are ignored) or from plain `.txt` files. Exact duplicates are dropped, a seeded
+`heldout_fraction` of the documents is kept apart for perplexity, and the tokenizer (with a
+real [MASK] special token) is trained on the rest. Each document is cut into chunks of at most
+`max_length` tokens, each starting with [CLS], so long documents are used whole rather than
+truncated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import torch
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
+
+from tscratch.data.datamodule import padding_fraction
+from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
+from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
+from tscratch.data.sources import LOCAL_FORMATS, column, load_source, prepare_splits
+from tscratch.data.tokenizer import cached_tokenizer, default_cache_dir, load_tokenizer
+from tscratch.errors import MissingFile, UserError
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_CHARS = 100_000  # characters of each document the tokenizer trains on
+
+
+def is_text_source(dataset: str) -> bool:
+    """A `.txt` file, or a folder holding `.txt` files (at any depth) and no data files."""
+    path = Path(dataset).expanduser()
+    if path.suffix == ".txt":
+        return True
+    if not path.is_dir():
+        return False
+    has_data = any(p.suffix in LOCAL_FORMATS for p in path.iterdir())
+    return not has_data and any(path.rglob("*.txt"))
+
+
+def read_text_files(dataset: str, line_per_document: bool = False) -> list[str]:
+    """The documents of a `.txt` file or folder: one per file, or one per non-blank line.
+
+    Files are read as UTF-8; undecodable bytes become U+FFFD.
+    """
+    path = Path(dataset).expanduser()
+    if not path.exists():
+        raise MissingFile(f"text source {dataset!r}: no such file or folder")
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    documents = []
+    for file in files:
+        text = file.read_text(encoding="utf-8", errors="replace")
+        if line_per_document:
+            documents += [line for line in text.splitlines() if line.strip()]
+        elif text.strip():
+            documents.append(text)
+    if not documents:
+        raise UserError(f"text source {dataset!r} holds no text ({len(files)} .txt files)")
+    return documents
+
+
+def heldout_split(
+    documents: Sequence[str], fraction: float, seed: int
+) -> tuple[list[str], list[str]]:
+    """(train, held out): a seeded `fraction` of the documents (at least one) kept apart."""
+    if len(documents) < 2:
+        raise UserError(f"pretraining needs at least 2 distinct documents, got {len(documents)}")
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    held = min(max(1, round(fraction * len(documents))), len(documents) - 1)
+    keep = sorted(order[held:])
+    return [documents[i] for i in keep], [documents[i] for i in sorted(order[:held])]
+
+
+def chunk_ids(tokenizer: Tokenizer, documents: Sequence[str], max_length: int) -> list[list[int]]:
+    """Token ids of `documents`, cut into rows of at most `max_length`, each led by [CLS]."""
+    cls_id = tokenizer.token_to_id("[CLS]")
+    head = [] if cls_id is None else [cls_id]
+    width = max_length - len(head)
+    rows = []
+    for encoding in tokenizer.encode_batch(list(documents)):
+        body = encoding.ids[len(head) :] if encoding.ids[: len(head)] == head else encoding.ids
+        rows += [head + body[i : i + width] for i in range(0, len(body), width)]
+    return rows
+
+
+class TokenRows(torch.utils.data.Dataset):
+    """Rows of token ids, served as `{"input_ids", "index"}` dicts."""
+
+    def __init__(self, rows: list[list[int]]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        return {"input_ids": self.rows[index], "index": index}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    tokenizer: Tokenizer
+    documents: dict[str, list[str]]  # "train", "validation"
+
+
+class PretrainingTextData(L.LightningDataModule):
+    """Documents for masked-LM pretraining, tokenized, chunked and served as masked batches.
+
+    Batches hold `input_ids` (B, T) with masks applied, `attention_mask` (B, T) bool (True = real
+    token), `labels` (B, T) (the original id at masked positions, -100 elsewhere) and `index`
+    (B,). Training masks are drawn afresh at every step; validation masks are fixed. The
+    training loader is length-bucketed and resumable mid-epoch, as fit.py's.
+
+    Args:
+        dataset: "bbc_news" (built in), any source fit.py takes ("csv"/"json"/"parquet" with
+            data_files, a .csv/.json/.jsonl/.parquet file or folder, a hub id): only the text
+            column of its training split, cut as fit.py cuts it, labels ignored; or a .txt file
+            or a folder of .txt files (searched at any depth).
+        line_per_document: for .txt sources: each non-blank line is a document (default: each
+            file is one).
+        name: Configuration name of a hub dataset.
+        data_files: Files for the csv/json/parquet builders, as datasets.load_dataset takes them.
+        text_column: Column holding the text (default: guessed, as in fit.py).
+        label_column: Column holding the label (only to cut fit.py's splits; default: guessed).
+        val_fraction: fit.py's validation share carved from train (to leave those texts out).
+        test_fraction: fit.py's test share carved from train (to leave those texts out).
+        heldout_fraction: Share of the pretraining documents kept apart for val/perplexity.
+        seed: Seed of fit.py's split, of the held-out slice and of the training order.
+        tokenizer: Path to a tokenizer.json with a [MASK] token, instead of training one.
+        tokenizer_model: Subword model trained on the pretraining text: "wordpiece" or "bpe".
+        vocab_size: Target vocabulary size of the trained tokenizer.
+        max_length: Most tokens per row, [CLS] included; documents are cut into such rows.
+        mlm_probability: Share of real tokens (or words) selected for prediction.
+        whole_word_masking: Select whole words (a token and its ## pieces; each CJK character is
+            a word) instead of single tokens.
+        batch_size: Training batch size (per process).
+        eval_batch_size: Validation batch size (default: 2 * batch_size).
+        num_workers: DataLoader worker processes (0 keeps masking exactly resumable).
+        cache_dir: Where tokenizers and datasets are cached (default: $TSCRATCH_CACHE or
+            ~/.cache/tscratch).
+        bucket_size: Batches per length-sorting window of the training order.
+    """
+
+    def __init__(
+        self,
+        dataset: str = "bbc_news",
+        line_per_document: bool = False,
+        name: str | None = None,
+        data_files: str | list[str] | dict[str, str | list[str]] | None = None,
+        text_column: str | None = None,
+        label_column: str | None = None,
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        heldout_fraction: float = 0.05,
+        seed: int = 42,
+        tokenizer: str | None = None,
+        tokenizer_model: Literal["wordpiece", "bpe"] = "wordpiece",
+        vocab_size: int = 8000,
+        max_length: int = 256,
+        mlm_probability: float = 0.15,
+        whole_word_masking: bool = False,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        num_workers: int = 0,
+        cache_dir: str | None = None,
+        bucket_size: int = 100,
+    ) -> None:
+        super().__init__()
+        if not 0.0 < heldout_fraction < 1.0:
+            raise UserError(f"heldout_fraction ({heldout_fraction}) must be in (0, 1)")
+        for arg, value in (("vocab_size", vocab_size), ("max_length", max_length)):
+            if value < 2:
+                raise UserError(f"{arg} ({value}) must be at least 2")
+        if batch_size < 1:
+            raise UserError(f"batch_size ({batch_size}) must be at least 1")
+        # As in TextClassificationData: the model's vocab_size is the real one, often smaller.
+        self.save_hyperparameters(ignore=["vocab_size"])
+        self._target_vocab_size = vocab_size
+        self._cache_dir = cache_dir or default_cache_dir()
+        self._eval_batch_size = eval_batch_size or 2 * batch_size
+        self._prepared: _Prepared | None = None
+        self._rows: dict[str, list[list[int]]] = {}
+        self._masker: TokenMasker | None = None
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer (trained on the pretraining documents, or loaded), with [MASK]."""
+        return self._prepare().tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.token_to_id("[PAD]")
+
+    @property
+    def max_length(self) -> int:
+        return self.hparams.max_length
+
+    def tokenizer_json(self) -> str:
+        """The tokenizer as JSON (what a checkpoint stores)."""
+        return self.tokenizer.to_str()
+
+    @property
+    def masker(self) -> TokenMasker:
+        if self._masker is None:
+            self._masker = TokenMasker.from_tokenizer(
+                self.tokenizer,
+                mlm_probability=self.hparams.mlm_probability,
+                whole_word=self.hparams.whole_word_masking,
+            )
+        return self._masker
+
+    def documents(self) -> list[str]:
+        """Every pretraining document (before the held-out cut), duplicates dropped."""
+        hp = self.hparams
+        if is_text_source(hp.dataset):
+            texts = read_text_files(hp.dataset, hp.line_per_document)
+        else:
+            cache = os.path.join(self._cache_dir, "datasets")
+            raw = load_source(hp.dataset, hp.name, hp.data_files, cache_dir=cache)
+            splits = prepare_splits(
+                raw, hp.text_column, hp.label_column, hp.val_fraction, hp.test_fraction, hp.seed
+            )
+            texts = column(splits.train, "text")  # never the validation or test texts
+        return list(dict.fromkeys(texts))
+
+    def _prepare(self) -> _Prepared:
+        if self._prepared is None:
+            hp = self.hparams
+            train, heldout = heldout_split(self.documents(), hp.heldout_fraction, hp.seed)
+            if hp.tokenizer is not None:
+                tokenizer = load_tokenizer(hp.tokenizer)
+            else:
+                tokenizer = cached_tokenizer(
+                    train,
+                    hp.tokenizer_model,
+                    self._target_vocab_size,
+                    TOKENIZER_CHARS,
+                    self._cache_dir,
+                    extra_special_tokens=(MASK_TOKEN,),
+                )
+            self._prepared = _Prepared(tokenizer, {"train": train, "validation": heldout})
+            self._masker = None
+            self.masker  # noqa: B018 -- a tokenizer without [MASK] fails here, at start-up
+        return self._prepared
+
+    def prepare_data(self) -> None:
+        """Reads the documents and trains or loads the tokenizer (cached on disk)."""
+        self._prepare()
+
+    def setup(self, stage: str | None = None) -> None:
+        """Tokenizes and chunks the documents."""
+        if self._rows:
+            return
+        prepared = self._prepare()
+        for split, documents in prepared.documents.items():
+            self._rows[split] = chunk_ids(prepared.tokenizer, documents, self.hparams.max_length)
+        if stage in (None, "fit"):
+            self.describe()
+
+    def rows(self, split: Literal["train", "validation"]) -> list[list[int]]:
+        """The token-id rows of a split (chunks of documents)."""
+        self.setup()
+        return self._rows[split]
+
+    def train_dataloader(self) -> ResumableDataLoader:
+        """Length-bucketed, epoch-seeded, resumable batches, masked afresh at each step."""
+        world = (
+            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (None, None)
+        )
+        rows = self.rows("train")
+        sampler = LengthBucketBatchSampler(
+            [len(r) for r in rows],
+            self.hparams.batch_size,
+            bucket_size=self.hparams.bucket_size,
+            seed=self.hparams.seed,
+            num_replicas=world[0],
+            rank=world[1],
+        )
+        return ResumableDataLoader(
+            TokenRows(rows),
+            batch_sampler=sampler,
+            collate_fn=MaskedLMCollator(self.pad_id, self.masker),
+            num_workers=self.hparams.num_workers,
+            pin_memory=torch.cuda.is_available(),
+            persistent_workers=self.hparams.num_workers > 0,
+            generator=torch.Generator().manual_seed(self.hparams.seed),
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        """Held-out batches, longest first, with the same masks at every epoch."""
+        rows = self.rows("validation")
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+        return DataLoader(
+            TokenRows(rows),
+            batch_size=self._eval_batch_size,
+            sampler=order,
+            collate_fn=MaskedLMCollator(self.pad_id, self.masker, seed=self.hparams.seed),
+            num_workers=self.hparams.num_workers,
+            pin_memory=torch.cuda.is_available(),
+        )
+
+    def state_dict(self) -> dict:
+        """Nothing: the model checkpoint stores the tokenizer."""
+        return {}
+
+    def describe(self) -> str:
+        """Logs and returns a one-paragraph summary of the documents, rows and padding."""
+        prepared = self._prepare()
+        train, held = self.rows("train"), self.rows("validation")
+        lengths = [len(r) for r in train]
+        sampler = LengthBucketBatchSampler(
+            lengths, self.hparams.batch_size, self.hparams.bucket_size, self.hparams.seed, 1, 0
+        )
+        waste = padding_fraction(sampler.epoch_batches(0), lengths)
+        summary = (
+            f"pretraining on {self.hparams.dataset}: {len(prepared.documents['train']):,} "
+            f"documents ({len(train):,} rows, {sum(lengths):,} tokens), held out "
+            f"{len(prepared.documents['validation']):,} documents ({len(held):,} rows); "
+            f"vocabulary {self.vocab_size:,} tokens with {MASK_TOKEN}; rows of at most "
+            f"{self.hparams.max_length} tokens; padding {waste:.1%} of training tokens at batch "
+            f"size {self.hparams.batch_size}."
+        )
+        logger.info(summary)
+        return summary

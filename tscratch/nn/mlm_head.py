@@ -1,0 +1,45 @@
+"""The masked-language-model head of BERT (Devlin et al. 2019): dense, GELU, norm, tied decoder.
+
+The output projection shares its weight with the encoder's token embedding (Press & Wolf 2017),
+so the head adds only D^2 + 3D + V parameters. It maps whatever hidden states it is given: the
+caller gathers the (N, D) states of the masked positions first, so the (N, V) vocabulary
+projection, the costliest matmul of a small model, never runs on the other positions.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from tscratch.nn.norms import make_norm
+
+
+class MaskedLMHead(nn.Module):
+    """(..., D) hidden states -> (..., V) vocabulary logits, decoder tied to `embedding`.
+
+    Args:
+        embedding: the encoder's token embedding (V, D); its weight IS the decoder's weight.
+        norm: "layernorm" or "rmsnorm", as the encoder's.
+        eps: epsilon of the norm.
+        bias: bias on the dense layer and the norm (the output bias is always there, as BERT's).
+    """
+
+    def __init__(
+        self, embedding: nn.Embedding, norm: str = "layernorm", eps: float = 1e-5, bias: bool = True
+    ) -> None:
+        super().__init__()
+        V, D = embedding.weight.shape
+        self.dense = nn.Linear(D, D, bias=bias)
+        self.norm = make_norm(norm, D, eps, bias)
+        self.decoder = nn.Linear(D, V, bias=False)
+        self.decoder.weight = embedding.weight  # tied: one Parameter, two names in state_dict
+        self.bias = nn.Parameter(torch.zeros(V))
+        nn.init.xavier_uniform_(self.dense.weight)
+        if self.dense.bias is not None:
+            nn.init.zeros_(self.dense.bias)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """(..., D) -> (..., V) logits."""
+        x = self.norm(F.gelu(self.dense(hidden)))  # (..., D)
+        return self.decoder(x) + self.bias  # (..., V)

@@ -1,0 +1,156 @@
+"""What every training task shares: the encoder's config, the optimizer and schedule, and the
+checkpoint content that makes a run exact to resume and a checkpoint enough to use on its own.
+
+`ClassificationTask` (fit.py) and `MaskedLMTask` (pretrain.py) subclass `EncoderTask`; each adds
+its model, loss and metrics. A subclass's `__init__` is decorated with `@config_arguments` (its
+config's fields become flat arguments) and must accept `lr`, `weight_decay`, `betas`,
+`warmup_steps` and `min_lr`, which `configure_optimizers` reads from the hyperparameters.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import lightning as L
+import torch
+
+from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
+from tscratch.training.checkpointing import CheckpointError
+from tscratch.training.hparams import architecture_keys
+from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
+
+
+class EncoderTask(L.LightningModule):
+    """A LightningModule around a model whose encoder is built from `config_class()`.
+
+    Subclasses set `self.config` and `self.model` (with the encoder at `self.model.encoder`).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokenizer_json: str | None = None
+        """The tokenizer as JSON, saved in every checkpoint (`Tokenizer.from_str`)."""
+        self.max_length: int | None = None
+        """Most tokens per sequence the data module used."""
+        self.flops_per_batch = 0  # read by the throughput callback (MFU)
+        self._rng_to_restore: dict | None = None
+        self._loader_states_to_restore: list[dict] | None = None
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: dict[str, Any]) -> EncoderTask:
+        """The trained module from a checkpoint already read (`read_checkpoint`), on the CPU.
+
+        Unlike `load_from_checkpoint`, this never reads the file again.
+        """
+        hparams = checkpoint.get("hyper_parameters") or {}
+        try:
+            model = cls(**{k: v for k, v in hparams.items() if not k.startswith("_")})
+            model.load_state_dict(checkpoint["state_dict"])
+        except (TypeError, RuntimeError, KeyError) as error:  # another task's, or not tscratch's
+            reason = " ".join(str(error).split())[:200]
+            raise CheckpointError(
+                f"this checkpoint was not written by {cls.__name__} ({reason}); pass one "
+                "written by the matching script"
+            ) from None
+        model.on_load_checkpoint(checkpoint)
+        return model
+
+    @classmethod
+    def architecture_keys(cls) -> list[str]:
+        """Hyperparameters a resumed run must share with its checkpoint: every config field
+        except its `RUNTIME_FIELDS` (subclasses add what sizes their heads)."""
+        return architecture_keys(cls.config_class())
+
+    @classmethod
+    def config_class(cls) -> type:
+        """The config dataclass whose fields `__init__` takes (from `@config_arguments`)."""
+        return getattr(cls.__init__, "config_class", EncoderConfig)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        """AdamW over decayed/undecayed groups, linear warmup then cosine, stepped per batch."""
+        hp = self.hparams
+        groups = parameter_groups(self.model, hp.weight_decay)
+        fused = self.device.type == "cuda"
+        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), fused=fused)
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = resolve_warmup(hp.warmup_steps, total)
+        factor = warmup_cosine(total, warmup, hp.min_lr / hp.lr if hp.lr else 0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.global_step % max(self.trainer.log_every_n_steps, 1):
+            return
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+
+    # Checkpoints hold plain types only (loadable with weights_only=True): the tokenizer as a
+    # JSON string, and the RNG states that make a resumed run repeat the uninterrupted one.
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer else None
+        if self.tokenizer_json is None and hasattr(datamodule, "tokenizer_json"):
+            self.tokenizer_json = datamodule.tokenizer_json()
+        if self.max_length is None and hasattr(datamodule, "max_length"):
+            self.max_length = int(datamodule.max_length)
+        checkpoint["tokenizer_json"] = self.tokenizer_json
+        checkpoint["max_length"] = self.max_length
+        checkpoint["rng_states"] = rng_states()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.tokenizer_json = checkpoint.get("tokenizer_json")
+        self.max_length = checkpoint.get("max_length")
+        self._rng_to_restore = checkpoint.get("rng_states")
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
+        self._loader_states_to_restore = fit_loop.get("combined_loader")
+
+    def on_train_start(self) -> None:
+        loader = self.trainer.train_dataloader
+        # Lightning hands the checkpoint's loader position to the loader when it first sets up
+        # the training data, but `estimated_stepping_batches` (configure_optimizers) already did
+        # that before the checkpoint was read: without this a mid-epoch resume replays the epoch.
+        states = self._loader_states_to_restore
+        if states and len(states) == 1 and hasattr(loader, "load_state_dict"):
+            loader.load_state_dict(states[0])
+        self._loader_states_to_restore = None
+        # The data module's loaders carry their own generator: a DataLoader without one draws
+        # from the global RNG at every iter(), which would land after the restore below.
+        if self._rng_to_restore is not None:
+            set_rng_states(self._rng_to_restore)
+            self._rng_to_restore = None
+
+
+def check_optimization(lr: float, weight_decay: float, betas: tuple[float, float]) -> None:
+    """Refuse AdamW settings it would reject later with a traceback."""
+    if not lr > 0:
+        raise UserError(f"lr ({lr}) must be positive")
+    if weight_decay < 0:
+        raise UserError(f"weight_decay ({weight_decay}) must be >= 0")
+    if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+        raise UserError(f"betas ({list(betas)}) must be two numbers in [0, 1)")
+
+
+def rng_states() -> dict[str, Any]:
+    """The global RNG states (torch, Python, CUDA) as checkpoint-safe values."""
+    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Restore what `rng_states` captured (Python's state comes back from a checkpoint as lists)."""
+    torch.set_rng_state(states["torch"])
+    random.setstate(_as_tuples(states["python"]))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list | tuple) else value
