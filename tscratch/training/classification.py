@@ -31,7 +31,8 @@ class ClassificationTask(EncoderTask):
     """Train the hand-written Transformer encoder as a text classifier.
 
     The architecture arguments are the fields of the config named in `@config_arguments`
-    (`EncoderConfig`), listed after the task's own below; `vocab_size` and `pad_id` are linked from the data (do not set).
+    (`EncoderConfig`), listed after the task's own below; `vocab_size` and `pad_id` are linked
+    from the data (do not set).
     """
 
     @config_arguments(EncoderConfig)
