@@ -93,19 +93,29 @@ def test_every_parameter_gets_a_finite_gradient() -> None:
     assert grads["encoder.positions.scale"].abs() > 0
 
 
-def test_mask_and_bias_are_merged_once_per_forward(monkeypatch: pytest.MonkeyPatch) -> None:
-    builds: list[int] = []
-    real_build = AttentionMask.build.__func__
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
+def test_mask_and_bias_are_merged_once_per_forward(monkeypatch, autocast) -> None:
+    from tscratch.nn import masks
 
-    def counting(cls, *args):
+    builds, merges = [], []
+    real_build, real_merge = AttentionMask.build.__func__, masks.merge_mask_and_bias
+
+    def counting_build(cls, *args):
         builds.append(1)
         return real_build(cls, *args)
 
-    monkeypatch.setattr(AttentionMask, "build", classmethod(counting))
+    def counting_merge(*args):
+        merges.append(args[2])  # the dtype merged into
+        return real_merge(*args)
+
+    monkeypatch.setattr(AttentionMask, "build", classmethod(counting_build))
+    monkeypatch.setattr(masks, "merge_mask_and_bias", counting_merge)
     model = TransformerEncoder(config(position="dummy", num_layers=3)).eval()
     ids = torch.randint(1, 13, (2, 7))
-    model(ids, torch.ones(2, 7, dtype=torch.bool))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        model(ids, torch.ones(2, 7, dtype=torch.bool))
     assert builds == [1]  # not once per layer
+    assert merges == [torch.bfloat16 if autocast else torch.float32]  # nor re-merged per layer
 
 
 @pytest.mark.parametrize("name", ["bogus", "RoPE", "", None])
