@@ -147,7 +147,8 @@ def test_pretrain_then_fit_then_predict(pretrain_run, run_script, tmp_path):
     fit_root = tmp_path / "fit"
     proc = run_script(
         "fit.py", "--config", "tiny", "--trainer.default_root_dir", fit_root,
-        "--model.init_from", source, "--trainer.max_steps", "2", cwd=tmp_path,
+        "--model.init_from", source, "--trainer.max_steps", "2", "--test", "false",
+        cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     last = fit_root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"

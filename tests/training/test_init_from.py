@@ -104,7 +104,7 @@ def test_fit_from_a_checkpoint_then_predict(run_script, source_ckpt, tmp_path):
     proc = run_script(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", root,
         "--model.init_from", source_ckpt, "--model.d_model", "32",  # agrees with the source
-        "--model.lr", "0.001", cwd=tmp_path,
+        "--model.lr", "0.001", "--trainer.max_steps", "2", "--test", "false", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"init_from {source_ckpt}: its architecture and tokenizer are used" in proc.stdout
