@@ -1,6 +1,7 @@
 """tscratch: a Transformer encoder written from scratch in PyTorch, trained with Lightning."""
 
 from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
 from tscratch.model import (
     ClassifierOutput,
     EncoderOutput,
@@ -8,6 +9,7 @@ from tscratch.model import (
     TransformerEncoder,
 )
 from tscratch.nn import DecoderBlock, EncoderBlock, MultiHeadAttention
+from tscratch.pretrained import Pretrained, load_pretrained
 
 __all__ = [
     "ClassifierOutput",
@@ -16,7 +18,10 @@ __all__ = [
     "EncoderConfig",
     "EncoderOutput",
     "MultiHeadAttention",
+    "Pretrained",
     "TransformerClassifier",
     "TransformerEncoder",
+    "UserError",
+    "load_pretrained",
 ]
 __version__ = "0.1.0"
