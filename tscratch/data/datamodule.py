@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import lightning as L
 import torch
 from datasets import Dataset
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
+from tscratch.data.base import TokenizedData
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LabeledSplits, column, load_source, prepare_splits
 from tscratch.data.tokenizer import (
@@ -115,7 +115,7 @@ class _Prepared:
     tokenizer: Tokenizer
 
 
-class TextClassificationData(L.LightningDataModule):
+class TextClassificationData(TokenizedData):
     """Loads, splits and tokenizes a text-classification dataset and serves padded batches.
 
     Data and tokenizer are prepared on first access to ``vocab_size``, ``num_classes``,
@@ -192,22 +192,7 @@ class TextClassificationData(L.LightningDataModule):
         self._prepared: _Prepared | None = None
         self._tokenized: dict[str, Dataset] = {}
 
-    # Sizes the CLI links into the model; reading any of them prepares data and tokenizer.
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """The ``tokenizers.Tokenizer`` (trained on the training split, or loaded)."""
-        return self._prepare().tokenizer
-
-    @property
-    def vocab_size(self) -> int:
-        """The tokenizer's actual vocabulary size (the ``vocab_size`` argument is only a target)."""
-        return self.tokenizer.get_vocab_size(with_added_tokens=True)
-
-    @property
-    def pad_id(self) -> int:
-        """Id of ``[PAD]``."""
-        return self.tokenizer.token_to_id("[PAD]")
-
+    # Sizes the CLI links into the model (tokenizer, vocab_size, pad_id: see TokenizedData).
     @property
     def label_names(self) -> list[str]:
         """Class names, indexed by label id."""
@@ -222,10 +207,6 @@ class TextClassificationData(L.LightningDataModule):
     def max_length(self) -> int:
         """Most tokens per sequence, ``[CLS]`` included."""
         return self._max_length
-
-    def tokenizer_json(self) -> str:
-        """The tokenizer serialized as JSON (what a checkpoint stores; ``Tokenizer.from_str``)."""
-        return self.tokenizer.to_str()
 
     def _prepare(self) -> _Prepared:
         if self._prepared is None:
@@ -293,44 +274,21 @@ class TextClassificationData(L.LightningDataModule):
 
     def train_sampler(self) -> LengthBucketBatchSampler:
         """The training batch sampler, sharded over the Trainer's processes when attached."""
-        world = (
-            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (None, None)
-        )
-        return LengthBucketBatchSampler(
-            column(self.split("train"), "length"),
-            self.hparams.batch_size,
-            bucket_size=self.hparams.bucket_size,
-            seed=self.hparams.seed,
-            num_replicas=world[0],
-            rank=world[1],
-        )
+        return self.bucket_sampler(column(self.split("train"), "length"))
 
     def train_dataloader(self) -> ResumableDataLoader:
         """Length-bucketed, epoch-seeded, resumable training batches."""
-        return ResumableDataLoader(
-            self.split("train"),
-            batch_sampler=self.train_sampler(),
-            collate_fn=PadCollator(self.pad_id),
-            num_workers=self.hparams.num_workers,
-            pin_memory=torch.cuda.is_available(),  # faster, asynchronous host-to-GPU copies
-            persistent_workers=self.hparams.num_workers > 0,
-            # Its own generator: iter() then leaves the global RNG (dropout) untouched.
-            generator=torch.Generator().manual_seed(self.hparams.seed),
+        return self.training_loader(
+            self.split("train"), self.train_sampler(), PadCollator(self.pad_id)
         )
 
     def _eval_dataloader(self, name: Literal["validation", "test"]) -> DataLoader:
         ds = self.split(name)
-        # Longest first: little padding, and an out-of-memory batch fails at once.
-        lengths = column(ds, "length")
-        order = sorted(range(len(ds)), key=lambda i: -lengths[i])
-        return DataLoader(
+        return self.longest_first_loader(
             IndexedRows(ds),  # batches carry row numbers: see text()
-            batch_size=self._eval_batch_size,
-            sampler=order,
-            collate_fn=PadCollator(self.pad_id),
-            num_workers=self.hparams.num_workers,
-            pin_memory=torch.cuda.is_available(),  # faster, asynchronous host-to-GPU copies
-            generator=torch.Generator().manual_seed(self.hparams.seed),
+            column(ds, "length"),
+            self._eval_batch_size,
+            PadCollator(self.pad_id),
         )
 
     def val_dataloader(self) -> DataLoader:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import lightning as L
 import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
+from tscratch.data.base import TokenizedData
 from tscratch.data.datamodule import padding_fraction
 from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
@@ -112,7 +112,7 @@ class _Prepared:
     documents: dict[str, list[str]]  # "train", "validation"
 
 
-class PretrainingTextData(L.LightningDataModule):
+class PretrainingTextData(TokenizedData):
     """Documents for masked-LM pretraining, tokenized, chunked and served as masked batches.
 
     Batches hold `input_ids` (B, T) with masks applied, `attention_mask` (B, T) bool (True = real
@@ -192,25 +192,8 @@ class PretrainingTextData(L.LightningDataModule):
         self._masker: TokenMasker | None = None
 
     @property
-    def tokenizer(self) -> Tokenizer:
-        """The tokenizer (trained on the pretraining documents, or loaded), with [MASK]."""
-        return self._prepare().tokenizer
-
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size(with_added_tokens=True)
-
-    @property
-    def pad_id(self) -> int:
-        return self.tokenizer.token_to_id("[PAD]")
-
-    @property
     def max_length(self) -> int:
         return self.hparams.max_length
-
-    def tokenizer_json(self) -> str:
-        """The tokenizer as JSON (what a checkpoint stores)."""
-        return self.tokenizer.to_str()
 
     @property
     def masker(self) -> TokenMasker:
@@ -277,39 +260,20 @@ class PretrainingTextData(L.LightningDataModule):
 
     def train_dataloader(self) -> ResumableDataLoader:
         """Length-bucketed, epoch-seeded, resumable batches, masked afresh at each step."""
-        world = (
-            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (None, None)
-        )
         rows = self.rows("train")
-        sampler = LengthBucketBatchSampler(
-            [len(r) for r in rows],
-            self.hparams.batch_size,
-            bucket_size=self.hparams.bucket_size,
-            seed=self.hparams.seed,
-            num_replicas=world[0],
-            rank=world[1],
-        )
-        return ResumableDataLoader(
-            TokenRows(rows),
-            batch_sampler=sampler,
-            collate_fn=MaskedLMCollator(self.pad_id, self.masker),
-            num_workers=self.hparams.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.hparams.num_workers > 0,
-            generator=torch.Generator().manual_seed(self.hparams.seed),
+        sampler = self.bucket_sampler([len(r) for r in rows])
+        return self.training_loader(
+            TokenRows(rows), sampler, MaskedLMCollator(self.pad_id, self.masker)
         )
 
     def val_dataloader(self) -> DataLoader:
         """Held-out batches, longest first, with the same masks at every epoch."""
         rows = self.rows("validation")
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
-        return DataLoader(
+        return self.longest_first_loader(
             TokenRows(rows),
-            batch_size=self._eval_batch_size,
-            sampler=order,
-            collate_fn=MaskedLMCollator(self.pad_id, self.masker, seed=self.hparams.seed),
-            num_workers=self.hparams.num_workers,
-            pin_memory=torch.cuda.is_available(),
+            [len(r) for r in rows],
+            self._eval_batch_size,
+            MaskedLMCollator(self.pad_id, self.masker, seed=self.hparams.seed),
         )
 
     def state_dict(self) -> dict:
