@@ -19,7 +19,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from tscratch.config import EncoderConfig
-from tscratch.errors import NonFiniteLoss, UserError
+from tscratch.errors import UserError
 from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.pretrained import Pretrained
 from tscratch.training.hparams import config_arguments
@@ -126,11 +126,7 @@ class ClassificationTask(EncoderTask):
         self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
         logits = self(batch["input_ids"], self._drop_tokens(batch["attention_mask"]))
         loss = self._loss(logits, batch["labels"])
-        if not torch.isfinite(loss):
-            raise NonFiniteLoss(
-                f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
-                f"the data (the last good checkpoint is kept)"
-            )
+        self.check_finite(loss)
         self.train_metrics.update(logits.detach(), batch["labels"])
         self.log("train/loss", loss, prog_bar=True, batch_size=B)
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=B)

@@ -24,7 +24,6 @@ from torchmetrics import MeanMetric
 
 from tscratch.config import EncoderConfig
 from tscratch.data.masking import IGNORE_INDEX
-from tscratch.errors import NonFiniteLoss
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
 from tscratch.training.hparams import config_arguments
 from tscratch.training.task import EncoderTask, check_optimization
@@ -86,11 +85,7 @@ class MaskedLMTask(EncoderTask):
         B, T = batch["input_ids"].shape
         loss, acc, N = self._step(batch)
         self.flops_per_batch = 3 * masked_lm_flops(self.config, B, T, N)
-        if not torch.isfinite(loss):
-            raise NonFiniteLoss(
-                f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
-                f"the data (the last good checkpoint is kept)"
-            )
+        self.check_finite(loss)
         self.log("pretrain/loss", loss, prog_bar=True, batch_size=N)
         self.log("pretrain/mlm_acc", acc, batch_size=N)
         return loss

@@ -16,7 +16,7 @@ import lightning as L
 import torch
 
 from tscratch.config import EncoderConfig
-from tscratch.errors import UserError
+from tscratch.errors import NonFiniteLoss, UserError
 from tscratch.training.checkpointing import CheckpointError
 from tscratch.training.hparams import architecture_keys
 from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
@@ -67,6 +67,14 @@ class EncoderTask(L.LightningModule):
     def config_class(cls) -> type:
         """The config dataclass whose fields `__init__` takes (from `@config_arguments`)."""
         return getattr(cls.__init__, "config_class", EncoderConfig)
+
+    def check_finite(self, loss: torch.Tensor) -> None:
+        """Stop a diverged run with one line (the checkpoints written so far are kept)."""
+        if not torch.isfinite(loss):
+            raise NonFiniteLoss(
+                f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
+                f"the data (the last good checkpoint is kept)"
+            )
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW over decayed/undecayed groups, linear warmup then cosine, stepped per batch."""
