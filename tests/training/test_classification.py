@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from torch.utils.flop_counter import FlopCounterMode
 
 from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
 from tscratch.model import forward_flops
 from tscratch.training.classification import ClassificationTask
 
@@ -96,6 +97,61 @@ def test_optimizer_decays_only_projection_weights():
     assert all(p.ndim == 2 for p in decayed["params"])
     assert model.model.encoder.tok_emb.weight in undecayed["params"]
     assert len(decayed["params"]) + len(undecayed["params"]) == len(list(model.parameters()))
+
+
+def test_freezing_keeps_embeddings_and_first_layers_fixed_through_a_step():
+    model = ClassificationTask(**TINY, freeze_embeddings=True, freeze_layers=1, lr=0.1)
+    optimizer = _with_trainer(model, estimated_stepping_batches=10).configure_optimizers()[
+        "optimizer"
+    ]
+    before = {n: p.detach().clone() for n, p in model.model.named_parameters()}
+    ids = torch.randint(0, 50, (4, 7))
+    model._loss(model(ids), torch.tensor([0, 1, 2, 0])).backward()
+    optimizer.step()
+
+    frozen = ("encoder.tok_emb.", "encoder.emb_norm.", "encoder.layers.0.")
+    for name, param in model.model.named_parameters():
+        changed = not torch.equal(param, before[name])
+        assert changed != name.startswith(frozen), name
+    in_optimizer = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert in_optimizer == {id(p) for p in model.parameters() if p.requires_grad}
+
+
+def test_head_rate_and_layer_decay_reach_the_optimizer_and_the_schedule():
+    model = ClassificationTask(**TINY, lr=1e-3, head_lr=1e-2, layer_lr_decay=0.5, min_lr=0.0)
+    optimizers = _with_trainer(model, estimated_stepping_batches=10).configure_optimizers()
+    groups = optimizers["optimizer"].param_groups  # LambdaLR keeps each peak as initial_lr
+    peak = {id(p): g["initial_lr"] for g in groups for p in g["params"]}
+    named = dict(model.model.named_parameters())
+    assert peak[id(named["head.proj.weight"])] == pytest.approx(1e-2)
+    assert peak[id(named["encoder.layers.1.ff.fc1.weight"])] == pytest.approx(5e-4)
+    assert peak[id(named["encoder.layers.0.ff.fc1.weight"])] == pytest.approx(2.5e-4)
+    assert peak[id(named["encoder.tok_emb.weight"])] == pytest.approx(1.25e-4)
+    scheduler = optimizers["lr_scheduler"]["scheduler"]
+    warmup_factor = scheduler.lr_lambdas[0](0)  # every group follows the same schedule
+    assert [g["lr"] for g in groups] == pytest.approx(
+        [b * warmup_factor for b in scheduler.base_lrs]
+    )
+
+
+def test_without_fine_tuning_options_there_are_two_groups():
+    model = ClassificationTask(**TINY, head_lr=1e-4, lr=1e-4)
+    assert model.lr_scale() is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"freeze_layers": 3}, r"freeze_layers \(3\) must be between 0 and num_layers \(2\)"),
+        ({"freeze_layers": -1}, r"freeze_layers \(-1\) must be between 0"),
+        ({"head_lr": 0.0}, r"head_lr \(0.0\) must be positive, or unset to use lr"),
+        ({"layer_lr_decay": 0.0}, r"layer_lr_decay \(0.0\) must be in \(0, 1\]"),
+        ({"layer_lr_decay": 1.5}, r"layer_lr_decay \(1.5\) must be in \(0, 1\]"),
+    ],
+)
+def test_bad_fine_tuning_options_are_one_line(arguments, message):
+    with pytest.raises(UserError, match=message):
+        ClassificationTask(**TINY, **arguments)
 
 
 def test_bad_warmup_fraction_fails_in_configure_optimizers():

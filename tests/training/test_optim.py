@@ -9,7 +9,12 @@ import pytest
 
 from tscratch.config import EncoderConfig
 from tscratch.model import TransformerClassifier
-from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
+from tscratch.training.optim import (
+    encoder_lr_scales,
+    parameter_groups,
+    resolve_warmup,
+    warmup_cosine,
+)
 
 # Projection matrices (attention, feed-forward, head) are the only decayed parameters.
 DECAYED = {
@@ -108,3 +113,41 @@ def test_frozen_parameters_are_left_out():
 
     assert id(model.encoder.tok_emb.weight) not in grouped
     assert len(grouped) == sum(1 for p in model.parameters() if p.requires_grad)
+
+
+def test_layer_wise_decay_and_head_rate_per_parameter():
+    config = EncoderConfig(
+        vocab_size=50,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_layers=3,
+        position="learned",
+        norm_first=True,
+    )
+    model = TransformerClassifier(config, num_classes=3)
+    scale = encoder_lr_scales(num_layers=3, layer_decay=0.5, head_scale=10.0)
+    expected = {
+        "head.": 10.0,
+        "encoder.final_norm.": 1.0,
+        "encoder.layers.2.": 0.5,
+        "encoder.layers.1.": 0.25,
+        "encoder.layers.0.": 0.125,
+        "encoder.tok_emb.": 0.0625,
+        "encoder.positions.": 0.0625,
+    }
+    names = [n for n, _ in model.named_parameters()]
+    for prefix, value in expected.items():
+        matching = [n for n in names if n.startswith(prefix)]
+        assert matching and {scale(n) for n in matching} == {value}, prefix
+
+    groups = parameter_groups(model, 0.01, lr=1e-3, lr_scale=scale)
+
+    by_name = {id(p): n for n, p in model.named_parameters()}
+    for group in groups:  # one rate and one decay per group, matching each member
+        for param in group["params"]:
+            name = by_name[id(param)]
+            assert group["lr"] == pytest.approx(1e-3 * scale(name)), name
+    assert sorted(id(p) for g in groups for p in g["params"]) == sorted(by_name)
+    decays = {g["weight_decay"] for g in groups}
+    assert decays == {0.0, 0.01}

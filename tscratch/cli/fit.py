@@ -5,6 +5,9 @@ short summary. What it adds to Lightning's defaults, and why:
 
 - sizes from the data (`vocab_size`, `num_classes`, `pad_id`, label names) are linked into the
   model, never typed by hand;
+- settings set to `auto` (`data.max_length`, `data.vocab_size`, `model.token_dropout`, and
+  `trainer.max_epochs` when neither it nor `max_steps` is given) are chosen from the training
+  data by the rules in `tscratch.training.recipe` and printed;
 - precision is chosen explicitly and logged: `16-mixed` on CUDA, `bf16-mixed` on a CPU with
   native bf16 matrix instructions, `32-true` otherwise; `--trainer.precision` always wins;
 - two checkpoints per run under `lightning_logs/version_N/checkpoints/`: `best-*.ckpt` by
@@ -20,6 +23,7 @@ short summary. What it adds to Lightning's defaults, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import warnings
@@ -34,10 +38,14 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.checks import check_max_length, check_resume
-from tscratch.data.datamodule import TextClassificationData
-from tscratch.data.tokenizer import save_tokenizer
+from tscratch.config import EncoderConfig
+from tscratch.data.datamodule import SPLIT_ARGS, TextClassificationData, load_labeled_splits
+from tscratch.data.sources import column
+from tscratch.data.tokenizer import load_tokenizer, save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
+from tscratch.nn.positions import position_length_limit
 from tscratch.pretrained import Pretrained
+from tscratch.training import recipe
 from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
     RESUME_KEYS,
@@ -120,6 +128,14 @@ class TScratchCLI(LightningCLI):
     """What the `best-*.ckpt` checkpoint is the best by, and in which direction."""
     test_after_fit: bool = True
     """Whether the command has a `--test` flag (evaluate the best checkpoint after training)."""
+    auto_options: tuple[str, ...] = (
+        "data.max_length",
+        "data.vocab_size",
+        "model.token_dropout",
+        "trainer.max_epochs",
+    )
+    """Options chosen from the data (`tscratch.training.recipe`) when set to `auto`; max_epochs
+    when neither it nor max_steps is set."""
 
     def _adopt_init_source(self, config: Namespace) -> Pretrained:
         """Take the architecture and the tokenizer from `--model.init_from`."""
@@ -135,6 +151,35 @@ class TScratchCLI(LightningCLI):
         config.data.tokenizer = str(save_tokenizer(source.tokenizer, config.data.cache_dir))
         log.info("init_from %s: its architecture and tokenizer are used", source.source)
         return source
+
+    def _choose_auto_settings(self, config: Namespace) -> None:
+        """Fill in the `auto` settings from a profile of the training split, and say so."""
+        wanted = []
+        for option in self.auto_options:
+            group, name = option.split(".")
+            if config[group][name] == "auto":
+                wanted.append(option)
+            elif option == "trainer.max_epochs":  # Lightning's own default would be 1000
+                trainer = config.trainer
+                if trainer.max_epochs is None and trainer.max_steps in (None, -1):
+                    wanted.append(option)
+        if not wanted:
+            return
+        data = config.data
+        splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
+        profile = recipe.DataProfile.of(column(splits.train, "text"), len(splits.label_names))
+        fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+        model = {k: v for k, v in config.model.as_dict().items() if k in fields}
+        limit = position_length_limit(EncoderConfig(**{**model, "vocab_size": 2}))
+        if "data.vocab_size" in wanted and data.tokenizer is not None:  # init_from's, say
+            wanted.remove("data.vocab_size")
+            data.vocab_size = load_tokenizer(data.tokenizer).get_vocab_size()
+        given = None if "data.max_length" in wanted else data.max_length
+        choices = recipe.choose(profile, wanted, limit, given)
+        for choice in choices:
+            group, name = choice.option.split(".")
+            config[group][name] = choice.value
+        log.info(recipe.describe(profile, choices))
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in self.data_links:
@@ -197,6 +242,7 @@ class TScratchCLI(LightningCLI):
             ]
         if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
+        self._choose_auto_settings(config)
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
             log.info(
@@ -241,7 +287,6 @@ def resolve_ckpt_path(
 
 def trainer_defaults() -> dict[str, Any]:
     return {
-        "max_epochs": 10,
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 10,
         "use_distributed_sampler": False,  # the data module shards its own length buckets

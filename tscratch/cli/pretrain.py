@@ -35,6 +35,7 @@ class PretrainCLI(TScratchCLI):
     data_links = ("vocab_size", "pad_id")
     best_metric = ("val/loss", "min")
     test_after_fit = False
+    auto_options = ()
 
 
 def pretrain_trainer_defaults() -> dict[str, Any]:
@@ -43,6 +44,7 @@ def pretrain_trainer_defaults() -> dict[str, Any]:
     defaults = trainer_defaults()
     callbacks = [cb for cb in defaults["callbacks"] if not isinstance(cb, ValidationPictures)]
     defaults["callbacks"] = [*callbacks, MaskedPredictions()]
+    defaults["max_epochs"] = 10
     return defaults
 
 

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
-from tscratch.data.sources import LabeledSplits, column, load_source, prepare_splits
+from tscratch.data.sources import LabeledSplits, column, load_source, prepare_splits, take_rows
 from tscratch.data.tokenizer import (
     cached_tokenizer,
     char_limit,
@@ -92,11 +92,28 @@ class IndexedRows(torch.utils.data.Dataset):
         return [{**row, "index": i} for row, i in zip(rows, indices, strict=True)]
 
 
+ENCODING = "keep-closing-special-v2"
+"""Names how `encode_ids` cuts sequences; part of the tokenized-split cache key."""
+
+
 def encode_ids(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
-    """Token ids of ``texts``, each cut to ``max_length`` (the ``[CLS]`` in front is kept)."""
+    """Token ids of ``texts``, each cut to ``max_length``.
+
+    The ``[CLS]`` in front is kept, and so is a special token that closes the sequence (a BERT
+    tokenizer's ``[SEP]``): a cut sequence ends as the model saw sequences end in pretraining.
+    """
     limit = char_limit(max_length)
     encodings = tokenizer.encode_batch([t[:limit] for t in texts])
-    return [e.ids[:max_length] for e in encodings]
+    cut = []
+    for encoding in encodings:
+        ids = encoding.ids
+        if len(ids) > max_length:
+            closing = ids[-1] if encoding.special_tokens_mask[-1] else None
+            ids = ids[:max_length]
+            if closing is not None:
+                ids[-1] = closing
+        cut.append(ids)
+    return cut
 
 
 def encode_texts(
@@ -141,7 +158,9 @@ class TextClassificationData(TokenizedData):
         tokenizer: Path to an existing tokenizer.json to use instead of training one.
         tokenizer_model: Subword model trained on the training split: "wordpiece" or "bpe".
         vocab_size: Target vocabulary size of the trained tokenizer (the real size may be smaller).
+            fit.py also takes "auto": sized to the amount of training text.
         max_length: Most tokens per sequence, [CLS] included; longer texts are truncated.
+            fit.py also takes "auto": enough for 95% of the training texts.
         batch_size: Training batch size (per process).
         eval_batch_size: Validation/test batch size (default: 2 * batch_size).
         num_workers: DataLoader worker processes.
@@ -149,6 +168,8 @@ class TextClassificationData(TokenizedData):
             ~/.cache/tscratch).
         bucket_size: Batches per length-sorting window of the training order: larger wastes less
             padding, 1 keeps batches fully random.
+        train_rows: Train on only this many training rows, drawn per class in proportion
+            (seeded); validation and test stay whole (for learning curves and quick trials).
     """
 
     def __init__(
@@ -163,15 +184,22 @@ class TextClassificationData(TokenizedData):
         seed: int = 42,
         tokenizer: str | None = None,
         tokenizer_model: Literal["wordpiece", "bpe"] = "wordpiece",
-        vocab_size: int = 8000,
-        max_length: int = 256,
+        vocab_size: int | Literal["auto"] = 8000,
+        max_length: int | Literal["auto"] = 256,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
         cache_dir: str | None = None,
         bucket_size: int = 100,
+        train_rows: int | None = None,
     ) -> None:
         super().__init__()
+        for arg, value in (("max_length", max_length), ("vocab_size", vocab_size)):
+            if value == "auto":
+                raise UserError(
+                    f"data.{arg} 'auto' is chosen from the data by fit.py; pass a number when "
+                    "building TextClassificationData yourself"
+                )
         _check_args(
             val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model
         )
@@ -211,10 +239,8 @@ class TextClassificationData(TokenizedData):
     def _prepare(self) -> _Prepared:
         if self._prepared is None:
             hp = self.hparams
-            cache = os.path.join(self._cache_dir, "datasets")
-            raw = load_source(hp.dataset, hp.name, hp.data_files, cache_dir=cache)
-            splits = prepare_splits(
-                raw, hp.text_column, hp.label_column, hp.val_fraction, hp.test_fraction, hp.seed
+            splits = load_labeled_splits(
+                **{k: hp[k] for k in SPLIT_ARGS}, cache_dir=self._cache_dir
             )
             if hp.tokenizer is not None:
                 tokenizer = load_tokenizer(hp.tokenizer)
@@ -240,7 +266,7 @@ class TextClassificationData(TokenizedData):
         for split in ("train", "validation", "test"):
             ds = prepared.splits[split]
             texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
-            key = fingerprint(tokenizer_key, str(self._max_length), texts, labels)
+            key = fingerprint(tokenizer_key, ENCODING, str(self._max_length), texts, labels)
             self._tokenized[split] = self._tokenize(ds, split, key)
         if stage in (None, "fit"):
             self.describe()
@@ -318,6 +344,39 @@ class TextClassificationData(TokenizedData):
         )
         logger.info(summary)
         return summary
+
+
+SPLIT_ARGS = (
+    "dataset",
+    "name",
+    "data_files",
+    "text_column",
+    "label_column",
+    "val_fraction",
+    "test_fraction",
+    "seed",
+    "train_rows",
+)
+"""The data module's arguments that decide its splits (see `load_labeled_splits`)."""
+
+
+def load_labeled_splits(
+    dataset: str,
+    name: str | None,
+    data_files: str | list[str] | dict[str, str | list[str]] | None,
+    text_column: str | None,
+    label_column: str | None,
+    val_fraction: float,
+    test_fraction: float,
+    seed: int,
+    train_rows: int | None,
+    cache_dir: str | None = None,
+) -> LabeledSplits:
+    """The splits `TextClassificationData` with these arguments trains and evaluates on."""
+    cache = os.path.join(cache_dir or default_cache_dir(), "datasets")
+    raw = load_source(dataset, name, data_files, cache_dir=cache)
+    splits = prepare_splits(raw, text_column, label_column, val_fraction, test_fraction, seed)
+    return splits if train_rows is None else take_rows(splits, train_rows, seed)
 
 
 def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:

@@ -9,6 +9,7 @@ checkpoint alone is enough to predict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -24,6 +25,7 @@ from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.pretrained import Pretrained
 from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
+from tscratch.training.optim import encoder_lr_scales
 from tscratch.training.task import EncoderTask, check_optimization
 
 
@@ -48,9 +50,13 @@ class ClassificationTask(EncoderTask):
         warmup_steps: int | float = 0.1,
         min_lr: float = 0.0,
         label_smoothing: float = 0.1,
-        token_dropout: float = 0.0,
+        token_dropout: float | Literal["auto"] = 0.0,
         compile: bool = False,
         init_from: str | None = None,
+        head_lr: float | None = None,
+        layer_lr_decay: float = 1.0,
+        freeze_embeddings: bool = False,
+        freeze_layers: int = 0,
     ) -> None:
         """
         Args:
@@ -66,12 +72,21 @@ class ClassificationTask(EncoderTask):
             label_smoothing: label smoothing of the cross-entropy loss.
             token_dropout: fraction of real tokens (never the first) hidden from attention in
                 each training batch, a different draw every step (word dropout, Iyyer et al.
-                2015).
+                2015). fit.py also takes "auto": chosen from the texts' typical length.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
             init_from: start the encoder from pretrained weights: a fit.py checkpoint, a
                 BERT-family folder, 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id
                 (online). The CLI then takes the architecture and the tokenizer from it; the
                 classification head is new.
+            head_lr: peak learning rate of the new classification head (default: lr). With a
+                pretrained encoder, a head rate above the encoder's lets the head catch up
+                without disturbing the pretrained weights.
+            layer_lr_decay: layer-wise learning-rate decay: the top encoder layer learns at
+                lr x decay, the one below at lr x decay^2, ..., the embeddings at
+                lr x decay^(num_layers + 1); 1 gives every part lr.
+            freeze_embeddings: keep the token, type and position embeddings fixed.
+            freeze_layers: keep the first N encoder layers fixed (with pretrained weights: the
+                most general features).
         """
         super().__init__()  # `config_arguments` saves the hyperparameters, flat
         self.config = config
@@ -79,13 +94,23 @@ class ClassificationTask(EncoderTask):
             raise UserError(
                 f"label_names has {len(label_names)} names but num_classes is {num_classes}"
             )
+        if token_dropout == "auto":
+            raise UserError(
+                "model.token_dropout 'auto' is chosen from the data by fit.py; pass a number "
+                "when building ClassificationTask yourself"
+            )
         if not 0.0 <= token_dropout < 1.0:
             raise UserError(f"token_dropout ({token_dropout}) must be in [0, 1)")
         if not 0.0 <= label_smoothing < 1.0:
             raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
         check_optimization(lr, weight_decay, betas)
+        if head_lr is not None and not head_lr > 0:
+            raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
+        if not 0.0 < layer_lr_decay <= 1.0:
+            raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
         self.model = TransformerClassifier(self.config, num_classes, pooling=pooling)
+        self._freeze(freeze_embeddings, freeze_layers)
         if compile:
             self.model.compile()  # in place: state_dict keys stay those of the plain model
         metrics = lambda: MetricCollection(  # noqa: E731
@@ -99,6 +124,28 @@ class ClassificationTask(EncoderTask):
         self.test_metrics = metrics().clone(prefix="test/")
         self.pretrained: Pretrained | None = None
         """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
+
+    def _freeze(self, embeddings: bool, layers: int) -> None:
+        if not 0 <= layers <= self.config.num_layers:
+            raise UserError(
+                f"freeze_layers ({layers}) must be between 0 and num_layers "
+                f"({self.config.num_layers})"
+            )
+        encoder = self.model.encoder
+        frozen = [*encoder.layers[:layers]]
+        if embeddings:
+            frozen += [encoder.tok_emb, encoder.type_emb, encoder.positions, encoder.emb_norm]
+        for module in frozen:
+            if module is not None:
+                module.requires_grad_(False)
+
+    def lr_scale(self) -> Callable[[str], float] | None:
+        """Layer-wise decay and the head's own rate (`layer_lr_decay`, `head_lr`)."""
+        hp = self.hparams
+        if hp.layer_lr_decay == 1.0 and hp.head_lr in (None, hp.lr):
+            return None
+        head = 1.0 if hp.head_lr is None else hp.head_lr / hp.lr
+        return encoder_lr_scales(self.config.num_layers, hp.layer_lr_decay, head)
 
     @classmethod
     def architecture_keys(cls) -> list[str]:

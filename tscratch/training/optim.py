@@ -3,6 +3,8 @@
 Weight decay applies to projection matrices only: biases, norm weights, every embedding table
 (tokens, token types) and every parameter of a position scheme (learned tables, relative biases)
 are left undecayed, as in BERT and GPT-2.
+Fine-tuning may give parts of the model their own learning rate: `lr_scale` maps a parameter's
+name to a multiple of the peak (`encoder_lr_scales` gives layer-wise decay and a head rate).
 The schedule rises linearly from 0 to the peak over the warmup steps, then follows half a cosine
 down to `min_lr` at the last step (Loshchilov & Hutter 2017, without restarts).
 """
@@ -20,8 +22,18 @@ from tscratch.nn.positions import PositionScheme
 _NO_DECAY_MODULES = (nn.Embedding, nn.LayerNorm, nn.RMSNorm)
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Split trainable parameters into a decayed group and an undecayed one."""
+def parameter_groups(
+    model: nn.Module,
+    weight_decay: float,
+    lr: float | None = None,
+    lr_scale: Callable[[str], float] | None = None,
+) -> list[dict]:
+    """Split trainable parameters into a decayed group and an undecayed one.
+
+    With ``lr_scale`` (parameter name -> multiple of ``lr``), each of the two is split again by
+    scale, and every group carries its ``lr``; frozen parameters (``requires_grad`` False) are
+    left out.
+    """
     no_decay: set[int] = set()
     for module in model.modules():
         if isinstance(module, PositionScheme):
@@ -29,11 +41,47 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         for param in module.parameters(recurse=False):
             if isinstance(module, _NO_DECAY_MODULES) or param.ndim < 2:
                 no_decay.add(id(param))
-    params = [p for p in model.parameters() if p.requires_grad]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if lr_scale is None:
+        return [
+            {
+                "params": [p for _, p in named if id(p) not in no_decay],
+                "weight_decay": weight_decay,
+            },
+            {"params": [p for _, p in named if id(p) in no_decay], "weight_decay": 0.0},
+        ]
+    if lr is None:
+        raise ValueError("parameter_groups needs lr to scale")
+    groups: dict[tuple[bool, float], list] = {}
+    for name, param in named:
+        groups.setdefault((id(param) not in no_decay, lr_scale(name)), []).append(param)
     return [
-        {"params": [p for p in params if id(p) not in no_decay], "weight_decay": weight_decay},
-        {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0},
+        {"params": params, "weight_decay": weight_decay if decay else 0.0, "lr": lr * scale}
+        for (decay, scale), params in sorted(
+            groups.items(), key=lambda kv: (not kv[0][0], -kv[0][1])
+        )
     ]
+
+
+def encoder_lr_scales(
+    num_layers: int, layer_decay: float = 1.0, head_scale: float = 1.0
+) -> Callable[[str], float]:
+    """Learning-rate multiples for `TransformerClassifier` parameter names (Howard & Ruder 2018;
+    Clark et al. 2020): the head gets ``head_scale``; the encoder's final norm 1; layer i of L
+    gets ``layer_decay ** (L - i)``; embeddings and positions ``layer_decay ** (L + 1)``.
+    ``layer_decay`` is in (0, 1] (the task checks it when built)."""
+
+    def scale(name: str) -> float:
+        if not name.startswith("encoder."):
+            return head_scale
+        parts = name.split(".")
+        if parts[1] == "layers":
+            return layer_decay ** (num_layers - int(parts[2]))
+        if parts[1] == "final_norm":
+            return 1.0
+        return layer_decay ** (num_layers + 1)
+
+    return scale
 
 
 def resolve_warmup(warmup_steps: int | float, total_steps: int) -> int:

@@ -10,6 +10,7 @@ config's fields become flat arguments) and must accept `lr`, `weight_decay`, `be
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import lightning as L
@@ -79,7 +80,7 @@ class EncoderTask(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW over decayed/undecayed groups, linear warmup then cosine, stepped per batch."""
         hp = self.hparams
-        groups = parameter_groups(self.model, hp.weight_decay)
+        groups = parameter_groups(self.model, hp.weight_decay, hp.lr, self.lr_scale())
         fused = self.device.type == "cuda"
         optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), fused=fused)
         total = int(self.trainer.estimated_stepping_batches)
@@ -90,6 +91,11 @@ class EncoderTask(L.LightningModule):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
         }
+
+    def lr_scale(self) -> Callable[[str], float] | None:
+        """Parameter name (in `self.model`) -> multiple of the peak learning rate; None: 1 for
+        every parameter. Subclasses override it for fine-tuning options."""
+        return None
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.global_step % max(self.trainer.log_every_n_steps, 1):

@@ -1,0 +1,126 @@
+"""Does the default recipe hold on short and long, small and large data? Measured, not assumed.
+
+Builds offline variants of BBC News and runs `python scripts/fit.py` (default.yaml, whose `auto`
+settings adapt to the data) on each, next to TF-IDF + logistic regression on the same split:
+
+  articles          the built-in corpus (~450 tokens per text)
+  headlines         each file's first line only (~8 tokens: a short-text task)
+  first_sentence    the first sentence of each body (~25 tokens)
+  articles_N        articles with only N training rows (validation and test stay whole)
+
+Usage: `python scripts/recipe_check.py [--variants headlines articles_500] [--seeds 0 1 2]
+[--out DIR] [-- extra fit.py flags]`. Prints a Markdown table and appends JSON lines to
+`DIR/results.jsonl`. Needs scikit-learn (for the TF-IDF bar). Each article run takes about as
+long as the default run (the epoch rule keeps ~450 updates); headline runs about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from baseline_tfidf import tfidf_scores
+
+from tscratch.data.datamodule import load_labeled_splits
+from tscratch.data.sources import load_bbc_news
+
+SCRIPTS = Path(__file__).resolve().parent
+VARIANTS = ("articles", "headlines", "first_sentence", "articles_500", "articles_1000")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def headline(text: str) -> str:
+    return text.strip().split("\n", 1)[0].strip()
+
+
+def first_sentence(text: str) -> str:
+    body = text.strip().split("\n", 1)[1].strip() if "\n" in text.strip() else text
+    return _SENTENCE_END.split(body, maxsplit=1)[0].strip()
+
+
+def build(variant: str, folder: Path) -> tuple[str, int | None]:
+    """The `--data.dataset` value and `--data.train_rows` of a variant (writes a CSV if needed)."""
+    if variant == "articles":
+        return "bbc_news", None
+    if variant.startswith("articles_"):
+        return "bbc_news", int(variant.removeprefix("articles_"))
+    cut = {"headlines": headline, "first_sentence": first_sentence}[variant]
+    corpus = load_bbc_news()
+    names = corpus.features["label"].names
+    path = folder / f"bbc_{variant}.csv"
+    folder.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"])
+        for row in corpus:
+            writer.writerow([cut(row["text"]), names[row["label"]]])
+    return str(path), None
+
+
+def fit(dataset: str, rows: int | None, seed: int, root: Path, extra: list[str]) -> dict:
+    """Runs fit.py; returns its test accuracy/F1, the auto settings it printed and wall time."""
+    command = [sys.executable, str(SCRIPTS / "fit.py"), "--data.dataset", dataset]
+    command += ["--seed_everything", str(seed), "--trainer.default_root_dir", str(root)]
+    command += ["--trainer.enable_progress_bar", "false"]
+    if rows is not None:
+        command += ["--data.train_rows", str(rows)]
+    start = time.perf_counter()
+    done = subprocess.run([*command, *extra], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    (root / "fit.log").write_text(done.stdout + done.stderr)
+    found = re.search(r"test accuracy ([\d.]+), macro-F1 ([\d.]+)", done.stdout)
+    if done.returncode or not found:
+        raise SystemExit(f"fit.py failed (exit {done.returncode}); see {root / 'fit.log'}")
+    auto = re.findall(r"^  (\S+)\s+(\S+)\s", done.stdout, flags=re.MULTILINE)
+    return {
+        "acc": float(found[1]),
+        "f1": float(found[2]),
+        "wall_s": round(wall),
+        "auto": dict(auto),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--out", type=Path, default=Path("recipe_check"))
+    parser.add_argument("extra", nargs="*", help="after --: more fit.py flags")
+    args = parser.parse_args()
+    table = []
+    for variant in args.variants:
+        dataset, rows = build(variant, args.out / "data")
+        splits = load_labeled_splits(dataset, None, None, None, None, 0.1, 0.1, 42, rows)
+        tfidf = tfidf_scores(splits)[1]
+        runs = []
+        for seed in args.seeds:
+            run = fit(dataset, rows, seed, args.out / f"{variant}-seed{seed}", args.extra)
+            record = {"variant": variant, "seed": seed, **run, "tfidf_acc": tfidf["acc"]}
+            with (args.out / "results.jsonl").open("a") as file:
+                file.write(json.dumps(record) + "\n")
+            print(json.dumps(record), flush=True)
+            runs.append(run)
+        accs = [r["acc"] for r in runs]
+        table.append(
+            f"| {variant} | {len(splits.train):,} | {runs[0]['auto']} | "
+            f"{100 * statistics.mean(accs):.1f} ({', '.join(f'{100 * a:.1f}' for a in accs)}) | "
+            f"{100 * statistics.mean(r['f1'] for r in runs):.1f} | {100 * tfidf['acc']:.1f} | "
+            f"{round(statistics.mean(r['wall_s'] for r in runs))} s |"
+        )
+    print(
+        "\n| data | train rows | auto settings | test acc % (seeds) | macro-F1 % | TF-IDF acc % "
+        "| wall |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()

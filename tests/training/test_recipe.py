@@ -1,0 +1,94 @@
+"""The data-adaptive settings (`auto`): token estimates, the profile and each stated rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from tscratch.training import recipe
+from tscratch.training.recipe import DataProfile, estimate_tokens
+
+
+def test_estimate_counts_words_marks_and_cjk_characters():
+    assert estimate_tokens("") == 1  # [CLS]
+    assert estimate_tokens("Hello, world!") == 1 + 2 + 3  # 2 marks, ceil(2 words * 1.15)
+    assert estimate_tokens("今天天气很好。") == 1 + 6 + 1  # each character, then the mark
+    assert estimate_tokens("GPU 很快") == 1 + 2 + 2  # a Latin word next to CJK characters
+
+
+def test_profile_median_and_95th_percentile():
+    texts = ["word " * n for n in range(1, 102)]  # 1..101 words
+    profile = DataProfile.of(texts, classes=3)
+    assert (profile.rows, profile.classes) == (101, 3)
+    assert profile.total_tokens == sum(map(estimate_tokens, texts))
+    assert profile.median_tokens == estimate_tokens("word " * 51)
+    assert profile.p95_tokens == estimate_tokens("word " * 96)  # the 96th of 101
+
+
+def profile(median: int, p95: int, rows: int = 1000, total: int | None = None) -> DataProfile:
+    total = rows * median if total is None else total
+    return DataProfile(
+        rows=rows, classes=4, median_tokens=median, p95_tokens=p95, total_tokens=total
+    )
+
+
+@pytest.mark.parametrize(
+    ("p95", "limit", "expected"),
+    [(11, None, 32), (33, None, 64), (970, 1024, 992), (970, 512, 512), (2000, None, 2016)],
+)
+def test_max_length_covers_95_percent_in_multiples_of_32_within_the_limit(p95, limit, expected):
+    choice = recipe.max_length(profile(10, p95), limit)
+    assert (choice.option, choice.value) == ("data.max_length", expected)
+    assert ("cut to the" in choice.reason) == (limit is not None and expected == limit)
+
+
+@pytest.mark.parametrize(
+    ("total", "expected"),
+    [(14_000, 2000), (399_999, 2000), (400_000, 4000), (890_000, 8000), (10**8, 32000)],
+)
+def test_vocabulary_fills_each_entry_with_a_hundred_tokens(total, expected):
+    choice = recipe.vocab_size(profile(10, 10, total=total))
+    assert (choice.option, choice.value) == ("data.vocab_size", expected)
+    assert choice.reason.startswith(f"{total:,} training tokens: {total // expected:,} per entry")
+
+
+@pytest.mark.parametrize(
+    ("median", "expected"), [(8, 0.0), (16, 0.0), (100, 0.11), (128, 0.15), (450, 0.15)]
+)
+def test_token_dropout_is_zero_for_short_texts_and_full_for_long(median, expected):
+    assert recipe.token_dropout(profile(median, median)).value == expected
+
+
+@pytest.mark.parametrize(
+    ("rows", "median", "max_length", "expected"),
+    [
+        (1778, 500, None, 8),  # BBC articles: 889k tokens a pass
+        (500, 500, None, 28),
+        (1779, 8, None, 40),  # headlines: at most 40 passes
+        (67000, 12, None, 9),
+        (25000, 300, None, 2),  # at least 2
+        (1000, 2000, 512, 14),  # texts are cut at max_length: 512k tokens a pass
+    ],
+)
+def test_epochs_aim_at_a_token_budget_within_bounds(rows, median, max_length, expected):
+    choice = recipe.max_epochs(profile(median, median, rows=rows), max_length)
+    assert (choice.option, choice.value) == ("trainer.max_epochs", expected)
+    per_pass = rows * min(median, max_length or median)
+    assert choice.reason.startswith(f"{expected} passes over {per_pass:,} tokens (aim 7M")
+
+
+def test_epochs_count_the_chosen_max_length():
+    texts = ["word " * 400] * 100  # 461 tokens each
+    long = DataProfile.of(texts, classes=2)
+    chosen = recipe.choose(long, ["data.max_length", "trainer.max_epochs"], length_limit=64)
+    assert [c.value for c in chosen] == [64, 40]  # 6,400 tokens a pass: the 40-pass cap
+    assert "over 6,400 tokens" in chosen[1].reason
+    given = recipe.choose(long, ["trainer.max_epochs"], None, max_length_given=None)
+    assert f"over {100 * estimate_tokens('word ' * 400):,} tokens" in given[0].reason
+
+
+def test_choose_fills_only_what_is_wanted_and_describe_lists_each():
+    choices = recipe.choose(profile(450, 970), ["model.token_dropout"], 32, 1024)
+    assert [c.option for c in choices] == ["model.token_dropout"]
+    text = recipe.describe(profile(450, 970), choices)
+    assert text.splitlines()[0].startswith("auto settings from the data (1,000 training texts")
+    assert "model.token_dropout  0.15" in text

@@ -1,0 +1,181 @@
+"""Settings chosen from the data: what `auto` means in fit.py's configs, by stated rules.
+
+One fixed recipe cannot serve 500-token news articles and 10-token questions: token dropout that
+regularises a long article hides the one word that decides a short question, 1,024-token rows
+waste work on texts of 20, and a fixed number of epochs is too few updates for 500 rows and
+hours too many for 50,000. So four settings may be `auto` (`default.yaml` sets all four) and
+are filled in from a profile of the training split before anything is built; fit.py prints each
+choice with its reason, and the run's `config.yaml` records the values, not `auto`:
+
+- `data.max_length`: covers 95% of the training texts (estimated tokens, rounded up to a
+  multiple of 32), within the position table's limit.
+- `model.token_dropout`: 0.15 when the median text has 128 tokens or more, none below 16, linear
+  in between: dropping words helps where words are redundant.
+- `data.vocab_size`: the largest of 2k, 4k, ... 32k entries that the training text fills with
+  at least `TOKENS_PER_ENTRY` tokens each on average (at least 2k): an entry seen a handful of
+  times learns an embedding that only memorises, where its pieces would generalise.
+- `trainer.max_epochs` (when neither it nor `max_steps` is given): a fixed budget of
+  `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost, about four
+  minutes of a 2-core CPU at the default size), at least 2 and at most 40 passes: short or small
+  data get more passes, each one cheap, large data fewer.
+
+Lengths are estimated without a tokenizer (`estimate_tokens`), so the profile costs one pass
+over the text and nothing depends on a tokenizer trained for one `max_length`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+AUTO = "auto"
+TOKENS_PER_ENTRY = 100
+VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
+TARGET_TOKENS = 7_000_000
+"""Training tokens the epoch rule aims at (BBC News: 1,778 articles, ~890k tokens per epoch)."""
+EPOCH_RANGE = (2, 40)
+MAX_TOKEN_DROPOUT = 0.15
+SHORT, LONG = 16, 128
+"""Median lengths (tokens) below which no token dropout is used, and from which the full rate."""
+SUBWORDS_PER_WORD = 1.15
+"""Tokens per non-CJK word, for a WordPiece vocabulary of ~8k trained on the data (BBC: 1.14)."""
+
+# A CJK character is a token of its own (the tokenizer splits them); other words are runs of
+# word characters; punctuation marks count one each.
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_PIECES = re.compile(rf"(?P<cjk>[{_CJK}])|(?P<word>[^\W{_CJK}]+)|(?P<mark>[^\w\s])")
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens ``text`` will take, [CLS] included, estimated without a tokenizer."""
+    cjk = words = marks = 0
+    for match in _PIECES.finditer(text):
+        kind = match.lastgroup
+        cjk += kind == "cjk"
+        words += kind == "word"
+        marks += kind == "mark"
+    return 1 + cjk + marks + math.ceil(words * SUBWORDS_PER_WORD)
+
+
+@dataclass(frozen=True)
+class DataProfile:
+    """What the rules read from the training split."""
+
+    rows: int
+    classes: int
+    median_tokens: int
+    p95_tokens: int
+    total_tokens: int
+    lengths: tuple[int, ...] = ()
+    """Every text's estimate, sorted (empty when built by hand: each is then the median)."""
+
+    @classmethod
+    def of(cls, texts: Sequence[str], classes: int) -> DataProfile:
+        lengths = sorted(estimate_tokens(t) for t in texts)
+        p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]
+        median = int(statistics.median(lengths))
+        return cls(len(texts), classes, median, p95, sum(lengths), tuple(lengths))
+
+    def tokens_per_epoch(self, max_length: int | None) -> int:
+        """Tokens one pass trains on, each text cut at ``max_length``."""
+        lengths = self.lengths or (self.median_tokens,) * self.rows
+        cap = max_length or max(lengths)
+        return sum(min(n, cap) for n in lengths)
+
+    def describe(self) -> str:
+        return (
+            f"{self.rows:,} training texts, {self.classes} classes, about {self.median_tokens} "
+            f"tokens per text (median; 95% within {self.p95_tokens})"
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One filled-in setting: the option's name, its value and why."""
+
+    option: str
+    value: Any
+    reason: str
+
+
+def max_length(profile: DataProfile, limit: int | None) -> Choice:
+    """Cover 95% of the texts, in multiples of 32, within the position table's ``limit``."""
+    value = max(32, 32 * math.ceil(profile.p95_tokens / 32))
+    reason = f"covers 95% of training texts ({profile.p95_tokens} tokens)"
+    if limit is not None and value > limit:
+        value, reason = limit, f"{reason}, cut to the {limit} positions the model has"
+    return Choice("data.max_length", value, reason)
+
+
+def vocab_size(profile: DataProfile) -> Choice:
+    """The largest size in `VOCAB_SIZES` with `TOKENS_PER_ENTRY` training tokens per entry."""
+    fits = [v for v in VOCAB_SIZES if profile.total_tokens / v >= TOKENS_PER_ENTRY]
+    value = max(fits, default=VOCAB_SIZES[0])
+    reason = (
+        f"{profile.total_tokens:,} training tokens: {profile.total_tokens // value:,} per entry "
+        f"(aim {TOKENS_PER_ENTRY}+)"
+    )
+    return Choice("data.vocab_size", value, reason)
+
+
+def token_dropout(profile: DataProfile) -> Choice:
+    """Full rate for long texts, none for short ones (one word may decide), linear between."""
+    share = min(1.0, max(0.0, (profile.median_tokens - SHORT) / (LONG - SHORT)))
+    value = round(MAX_TOKEN_DROPOUT * share, 2)
+    reason = (
+        f"median text of {profile.median_tokens} tokens: {MAX_TOKEN_DROPOUT} from {LONG} tokens, "
+        f"0 below {SHORT}"
+    )
+    return Choice("model.token_dropout", value, reason)
+
+
+def max_epochs(profile: DataProfile, max_length: int | None) -> Choice:
+    """About `TARGET_TOKENS` tokens (each text cut at ``max_length``), within `EPOCH_RANGE`."""
+    per_epoch = profile.tokens_per_epoch(max_length)
+    low, high = EPOCH_RANGE
+    value = min(high, max(low, round(TARGET_TOKENS / per_epoch)))
+    reason = (
+        f"{value} passes over {per_epoch:,} tokens (aim {TARGET_TOKENS / 1e6:g}M tokens, "
+        f"{low}-{high} passes)"
+    )
+    return Choice("trainer.max_epochs", value, reason)
+
+
+def choose(
+    profile: DataProfile,
+    wanted: Sequence[str],
+    length_limit: int | None,
+    max_length_given: int | None = None,
+) -> list[Choice]:
+    """The choices for the options in ``wanted`` (names as in `Choice.option`), in that order.
+
+    Args:
+        length_limit: the position table's length, if it has one (caps `data.max_length`).
+        max_length_given: `data.max_length` when it is not chosen here (the epoch rule cuts
+            texts at it).
+    """
+    choices = {}
+    if "data.max_length" in wanted:
+        choices["data.max_length"] = max_length(profile, length_limit)
+        max_length_given = choices["data.max_length"].value
+    rules = {
+        "data.vocab_size": lambda: vocab_size(profile),
+        "model.token_dropout": lambda: token_dropout(profile),
+        "trainer.max_epochs": lambda: max_epochs(profile, max_length_given),
+    }
+    for name in wanted:
+        if name not in choices:
+            choices[name] = rules[name]()
+    return [choices[name] for name in wanted]
+
+
+def describe(profile: DataProfile, choices: Sequence[Choice]) -> str:
+    """The lines fit.py prints: the profile, then one line per choice."""
+    width = max(len(c.option) for c in choices)
+    lines = [f"auto settings from the data ({profile.describe()}):"]
+    lines += [f"  {c.option:<{width}}  {c.value!s:<6} {c.reason}" for c in choices]
+    return "\n".join(lines)
