@@ -11,8 +11,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score
 
-from tscratch.data.datamodule import load_labeled_splits
 from tscratch.data.sources import LabeledSplits
+from tscratch.data.splits import load_labeled_splits
 
 
 def tfidf_scores(splits: LabeledSplits) -> list[dict]:

@@ -29,7 +29,7 @@ import torch
 from baseline_tfidf import tfidf_scores
 
 from tscratch.config import EncoderConfig
-from tscratch.data.datamodule import load_labeled_splits
+from tscratch.data.splits import load_labeled_splits
 
 SCRIPTS = Path(__file__).resolve().parent
 
@@ -97,8 +97,8 @@ def main() -> None:
         "self-pretrained": ["--model.init_from", str(checkpoint)],
         "no pretraining": architecture_flags(checkpoint),
     }
-    for name, extra in flags.items():
-        for seed in args.seeds:
+    for seed in args.seeds:  # seed by seed: the first pair already shows the direction
+        for name, extra in flags.items():
             root = args.out / f"{name.replace(' ', '_')}-seed{seed}"
             stdout, wall = run(
                 "fit.py", [*extra, "--seed_everything", str(seed), *args.extra], root

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from baseline_tfidf import tfidf_scores
 
-from tscratch.data.datamodule import load_labeled_splits
 from tscratch.data.sources import load_bbc_news
+from tscratch.data.splits import load_labeled_splits
 
 SCRIPTS = Path(__file__).resolve().parent
 VARIANTS = ("articles", "headlines", "first_sentence", "articles_500", "articles_1000")

@@ -21,6 +21,7 @@ from tscratch.data.datamodule import (
     padding_fraction,
 )
 from tscratch.data.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
+from tscratch.data.splits import take_rows
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 from tscratch.errors import UserError
 
@@ -373,18 +374,18 @@ def _labeled(counts: dict[str, int]) -> sources.LabeledSplits:
 def test_train_rows_draws_each_class_in_proportion_and_leaves_evaluation_whole():
     splits = _labeled({"a": 60, "b": 30, "c": 10})
 
-    taken = sources.take_rows(splits, 20, seed=1)
+    taken = take_rows(splits, 20, seed=1)
 
     assert Counter(taken.train["labels"]) == {0: 12, 1: 6, 2: 2}
     assert set(taken.train["text"]) <= set(splits.train["text"])
     assert (taken.validation, taken.test) == (splits.validation, splits.test)
-    assert sources.take_rows(splits, 20, seed=1).train["text"] == taken.train["text"]  # seeded
-    assert sources.take_rows(splits, 500, seed=1) is splits  # more than there are: all
+    assert take_rows(splits, 20, seed=1).train["text"] == taken.train["text"]  # seeded
+    assert take_rows(splits, 500, seed=1) is splits  # more than there are: all
 
 
 def test_train_rows_too_few_for_a_class_or_below_one_is_one_line():
     splits = _labeled({"a": 60, "b": 30, "c": 2})
     with pytest.raises(UserError, match=r"train_rows \(5\) leaves no training row for \['c'\]"):
-        sources.take_rows(splits, 5, seed=0)
+        take_rows(splits, 5, seed=0)
     with pytest.raises(UserError, match=r"train_rows \(0\) must be at least 1"):
-        sources.take_rows(splits, 0, seed=0)
+        take_rows(splits, 0, seed=0)

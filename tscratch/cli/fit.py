@@ -39,8 +39,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.checks import check_max_length, check_resume
 from tscratch.config import EncoderConfig
-from tscratch.data.datamodule import SPLIT_ARGS, TextClassificationData, load_labeled_splits
+from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.sources import column
+from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.tokenizer import load_tokenizer, save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.nn.positions import position_length_limit

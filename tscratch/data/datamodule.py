@@ -8,7 +8,6 @@ are cut at `max_length`; batches are padded to their longest row, rounded up to 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
-from tscratch.data.sources import LabeledSplits, column, load_source, prepare_splits, take_rows
+from tscratch.data.sources import LabeledSplits, column
+from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.tokenizer import (
     cached_tokenizer,
     char_limit,
@@ -344,39 +344,6 @@ class TextClassificationData(TokenizedData):
         )
         logger.info(summary)
         return summary
-
-
-SPLIT_ARGS = (
-    "dataset",
-    "name",
-    "data_files",
-    "text_column",
-    "label_column",
-    "val_fraction",
-    "test_fraction",
-    "seed",
-    "train_rows",
-)
-"""The data module's arguments that decide its splits (see `load_labeled_splits`)."""
-
-
-def load_labeled_splits(
-    dataset: str,
-    name: str | None,
-    data_files: str | list[str] | dict[str, str | list[str]] | None,
-    text_column: str | None,
-    label_column: str | None,
-    val_fraction: float,
-    test_fraction: float,
-    seed: int,
-    train_rows: int | None,
-    cache_dir: str | None = None,
-) -> LabeledSplits:
-    """The splits `TextClassificationData` with these arguments trains and evaluates on."""
-    cache = os.path.join(cache_dir or default_cache_dir(), "datasets")
-    raw = load_source(dataset, name, data_files, cache_dir=cache)
-    splits = prepare_splits(raw, text_column, label_column, val_fraction, test_fraction, seed)
-    return splits if train_rows is None else take_rows(splits, train_rows, seed)
 
 
 def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:

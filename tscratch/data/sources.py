@@ -261,25 +261,6 @@ def prepare_splits(
     return LabeledSplits(**out, label_names=label_names)
 
 
-def take_rows(splits: LabeledSplits, rows: int, seed: int) -> LabeledSplits:
-    """``splits`` with ``rows`` of its training rows, drawn class by class in proportion (seeded);
-    validation and test are left whole, so runs on 500 rows and on all are judged alike."""
-    if rows < 1:
-        raise UserError(f"train_rows ({rows}) must be at least 1, or unset to use every row")
-    train = splits.train
-    if rows >= len(train):
-        return splits
-    texts, labels = column(train, "text"), column(train, "labels")
-    kept = grouped_stratified_split(texts, labels, {"kept": rows / len(train)}, seed)["kept"]
-    missing = sorted(set(labels) - {labels[i] for i in kept})
-    if missing:
-        names = [splits.label_names[i] for i in missing]
-        raise UserError(f"train_rows ({rows}) leaves no training row for {names}; raise it")
-    return LabeledSplits(
-        train.select(kept), splits.validation, splits.test, list(splits.label_names)
-    )
-
-
 def _rename_splits(raw: DatasetDict) -> dict[str, Dataset]:
     renamed = {SPLIT_ALIASES[k.lower()]: v for k, v in raw.items() if k.lower() in SPLIT_ALIASES}
     if "train" not in renamed:
