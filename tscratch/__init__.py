@@ -2,6 +2,7 @@
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
+from tscratch.export import ExportedClassifier, load
 from tscratch.model import (
     ClassifierOutput,
     EncoderOutput,
@@ -17,11 +18,13 @@ __all__ = [
     "EncoderBlock",
     "EncoderConfig",
     "EncoderOutput",
+    "ExportedClassifier",
     "MultiHeadAttention",
     "Pretrained",
     "TransformerClassifier",
     "TransformerEncoder",
     "UserError",
+    "load",
     "load_pretrained",
 ]
 __version__ = "0.1.0"

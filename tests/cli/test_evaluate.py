@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
 import pytest
+
+from tscratch.cli.evaluate import main
 
 
 @pytest.mark.slow
@@ -18,6 +21,44 @@ def test_evaluates_the_checkpoint_on_its_own_test_split(run_script, tiny_run, tm
     assert set(metrics) == {"test/acc", "test/f1", "test/loss"}
     assert 0.0 <= metrics["test/acc"] <= 1.0
     assert metrics["test/loss"] > 0.0
+    assert re.search(r"^accuracy +[\d.]+ +\d+$", proc.stdout, re.MULTILINE)  # the table
+    assert list(tmp_path.iterdir()) == []  # nothing written without --output
+
+
+@pytest.mark.slow
+def test_output_folder_holds_a_report_that_agrees_with_itself(run_script, tiny_run, tmp_path):
+    ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
+    proc = run_script("test.py", "--ckpt_path", ckpt, "--output", "report", cwd=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = tmp_path / "report"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "confusion_matrix.csv", "confusion_matrix.png", "metrics.json", "per_class.csv"
+    ]  # fmt: skip
+    report = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    printed = json.loads(proc.stdout.strip().splitlines()[-1])
+    # The fit run logged its split sizes ("... test 223 rows"): evaluation saw every test row.
+    test_rows = re.search(r"test ([\d,]+) rows", tiny_run.proc.stderr + tiny_run.proc.stdout)
+    n = int(test_rows[1].replace(",", ""))
+    matrix = report["confusion_matrix"]
+    assert report["num_examples"] == n == sum(map(sum, matrix))
+    assert [c["support"] for c in report["per_class"]] == [sum(row) for row in matrix]
+    assert report["accuracy"] == pytest.approx(sum(matrix[i][i] for i in range(len(matrix))) / n)
+    assert report["accuracy"] == pytest.approx(printed["test/acc"], abs=1e-6)
+    assert report["macro_f1"] == pytest.approx(printed["test/f1"], abs=1e-6)
+    assert report["loss"] == printed["test/loss"]
+    assert 0.0 <= report["ece"] <= 1.0
+    table_acc = re.search(r"^accuracy +([\d.]+) +(\d+)$", proc.stdout, re.MULTILINE)
+    assert (float(table_acc[1]), int(table_acc[2])) == (round(report["accuracy"], 4), n)
+
+    with (folder / "per_class.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["label"] for r in rows] == report["label_names"]
+    assert [int(r["support"]) for r in rows] == [c["support"] for c in report["per_class"]]
+    with (folder / "confusion_matrix.csv").open(encoding="utf-8") as f:
+        header, *lines = csv.reader(f)
+    assert header[1:] == report["label_names"] == [line[0] for line in lines]
+    assert [[int(x) for x in line[1:]] for line in lines] == matrix
 
 
 @pytest.mark.slow
@@ -43,3 +84,13 @@ def test_missing_checkpoint_is_one_line(run_script, tmp_path):
 
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: --ckpt_path {tmp_path / 'nope.ckpt'}: no such file"
+
+
+def test_output_that_is_a_file_is_one_line(capsys, tmp_path):
+    (tmp_path / "taken").write_text("", encoding="utf-8")
+    code = main(["--ckpt_path", "any.ckpt", "--output", str(tmp_path / "taken")])
+
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"error: --output {tmp_path / 'taken'} is a file; give a folder (made if missing)\n"
+    )

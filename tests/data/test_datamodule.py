@@ -13,13 +13,8 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
 from tscratch.data import sources
-from tscratch.data.datamodule import (
-    PadCollator,
-    TextClassificationData,
-    encode_ids,
-    encode_texts,
-    padding_fraction,
-)
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.encoding import PadCollator, encode_ids, encode_texts, padding_fraction
 from tscratch.data.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
 from tscratch.data.splits import take_rows
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from tscratch.data.datamodule import encode_texts
+from tscratch.data.encoding import encode_texts
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask

@@ -8,7 +8,6 @@ are cut at `max_length`; batches are padded to their longest row, rounded up to 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,6 +18,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
+from tscratch.data.encoding import ENCODING, PadCollator, encode_ids, padding_fraction
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
@@ -32,42 +32,6 @@ from tscratch.data.tokenizer import (
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
-
-PAD_MULTIPLE = 8
-
-
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pads ``sequences`` to the longest, rounded up to a multiple of 8.
-
-    Returns:
-        ``input_ids`` (B, T) long and ``attention_mask`` (B, T) bool, True on real tokens.
-    """
-    longest = max(len(s) for s in sequences)
-    width = -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
-    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-    lengths = torch.as_tensor([len(s) for s in sequences])
-    attention_mask = torch.arange(width) < lengths[:, None]  # (B, T)
-    return input_ids, attention_mask
-
-
-@dataclass(frozen=True)
-class PadCollator:
-    """Collates ``{"input_ids", "labels"}`` rows into a padded batch (see :func:`pad_batch`).
-
-    Rows that carry an ``index`` (see :class:`IndexedRows`) give the batch an ``index`` (B,) long.
-    """
-
-    pad_id: int
-
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
-        labels = torch.as_tensor([r["labels"] for r in rows], dtype=torch.long)
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-        if "index" in rows[0]:
-            batch["index"] = torch.as_tensor([r["index"] for r in rows], dtype=torch.long)
-        return batch
 
 
 class IndexedRows(torch.utils.data.Dataset):
@@ -90,40 +54,6 @@ class IndexedRows(torch.utils.data.Dataset):
         # DataLoader fetches a whole batch through this when it exists: one Arrow read per batch.
         rows = self.rows.__getitems__(indices)
         return [{**row, "index": i} for row, i in zip(rows, indices, strict=True)]
-
-
-ENCODING = "keep-closing-special-v2"
-"""Names how `encode_ids` cuts sequences; part of the tokenized-split cache key."""
-
-
-def encode_ids(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
-    """Token ids of ``texts``, each cut to ``max_length``.
-
-    The ``[CLS]`` in front is kept, and so is a special token that closes the sequence (a BERT
-    tokenizer's ``[SEP]``): a cut sequence ends as the model saw sequences end in pretraining.
-    """
-    limit = char_limit(max_length)
-    encodings = tokenizer.encode_batch([t[:limit] for t in texts])
-    cut = []
-    for encoding in encodings:
-        ids = encoding.ids
-        if len(ids) > max_length:
-            closing = ids[-1] if encoding.special_tokens_mask[-1] else None
-            ids = ids[:max_length]
-            if closing is not None:
-                ids[-1] = closing
-        cut.append(ids)
-    return cut
-
-
-def encode_texts(
-    tokenizer: Tokenizer, texts: Sequence[str], max_length: int, pad_id: int
-) -> dict[str, torch.Tensor]:
-    """Encodes raw ``texts`` for prediction: ``input_ids`` (B, T), ``attention_mask`` (B, T)."""
-    if not texts:
-        raise ValueError("encode_texts needs at least one text")
-    input_ids, attention_mask = pad_batch(encode_ids(tokenizer, texts, max_length), pad_id)
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
 @dataclass(frozen=True)
@@ -344,16 +274,6 @@ class TextClassificationData(TokenizedData):
         )
         logger.info(summary)
         return summary
-
-
-def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:
-    """Share of padded positions when ``batches`` of rows with ``lengths`` go through collate."""
-    real = padded = 0
-    for batch in batches:
-        longest = max(lengths[i] for i in batch)
-        padded += len(batch) * (-(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
-        real += sum(lengths[i] for i in batch)
-    return 1 - real / padded
 
 
 def _check_args(

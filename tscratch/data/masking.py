@@ -28,7 +28,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from tscratch.data.datamodule import pad_batch
+from tscratch.data.encoding import pad_batch
 from tscratch.errors import UserError
 
 MASK_TOKEN = "[MASK]"

@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
-from tscratch.data.datamodule import padding_fraction
+from tscratch.data.encoding import padding_fraction
 from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LOCAL_FORMATS, column, load_source, prepare_splits

@@ -1,0 +1,295 @@
+"""The exported folder: `tscratch.export.export` and `tscratch.load` (PyTorch and onnxruntime).
+
+Most tests use a tiny untrained classifier packed the way fit.py packs checkpoints (fast); the
+parity test with `scripts/predict.py`'s `Predictor` uses the session's real tiny run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tscratch
+from tscratch.config import EncoderConfig
+from tscratch.data.encoding import encode_texts
+from tscratch.data.tokenizer import train_tokenizer
+from tscratch.errors import MissingFile, UserError
+from tscratch.export import ExportedClassifier, export, load
+from tscratch.export.onnx_graph import export_onnx, onnx_forward
+from tscratch.model import TransformerClassifier
+
+LABELS = ["ham", "eggs", "spam"]
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a spam message offers cheap pills and prizes",
+    "ham and eggs for breakfast on a sunny morning",
+] * 4
+TEXTS = [
+    "cheap prizes",  # short
+    "the lazy dog sleeps all morning while the quick fox runs over the hill " * 3,  # gets cut
+    "eggs",
+    "a sunny breakfast with ham",
+    "",  # only [CLS]
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoint() -> dict:
+    """A fit.py-shaped checkpoint of an untrained d_model 16 classifier with a real tokenizer."""
+    torch.manual_seed(0)
+    tokenizer = train_tokenizer(CORPUS, "wordpiece", vocab_size=80, max_chars=1000)
+    config = EncoderConfig(
+        vocab_size=tokenizer.get_vocab_size(), d_model=16, num_heads=2, d_ff=32, num_layers=2,
+        max_len=32, dropout=0.0, norm_first=True, pad_id=tokenizer.token_to_id("[PAD]"),
+    )  # fmt: skip
+    model = TransformerClassifier(config, len(LABELS), pooling="mean")
+    hparams = {**config.to_dict(), "num_classes": len(LABELS), "label_names": LABELS}
+    return {
+        "hyper_parameters": {**hparams, "pooling": "mean", "lr": 1e-3},
+        "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+        "datamodule_hyper_parameters": {
+            "dataset": "toy.csv",
+            "val_fraction": 0.1,
+            "test_fraction": 0.2,
+            "seed": 7,
+        },
+        "tokenizer_json": tokenizer.to_str(),
+        "max_length": 24,
+        "label_names": LABELS,
+        "global_step": 12,
+        "epoch": 2,
+    }
+
+
+@pytest.fixture(scope="module")
+def folder(checkpoint, tmp_path_factory) -> Path:
+    """The checkpoint exported once with every option (the ONNX export takes a few seconds)."""
+    pytest.importorskip("onnxruntime")
+    out = tmp_path_factory.mktemp("exports") / "toy-classifier"
+    return export(checkpoint, out, onnx=True, quantize=True, metrics={"test/acc": 0.5})
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(folder, tmp_path / folder.name))
+
+
+def test_folder_holds_the_files_and_config(folder, checkpoint):
+    names = {p.name for p in folder.iterdir()}
+    assert names == {
+        "config.json", "model.safetensors", "tokenizer.json", "README.md", "model.onnx",
+        "model.int8.onnx",
+    }  # fmt: skip
+    config = json.loads((folder / "config.json").read_text())
+    assert config["format_version"] == tscratch.export.FORMAT_VERSION
+    assert config["tscratch_version"]
+    assert config["label_names"] == LABELS
+    assert (config["num_classes"], config["pooling"], config["max_length"]) == (3, "mean", 24)
+    assert EncoderConfig(**config["encoder"]).d_model == 16
+    assert not list(folder.parent.glob(".*.tmp"))  # written beside, then moved into place
+
+
+def test_torch_load_matches_the_checkpoint_model(folder, checkpoint):
+    classifier = tscratch.load(folder)  # the package root's re-export
+    assert isinstance(classifier, ExportedClassifier)
+    model = tscratch.export.classifier_from_checkpoint(checkpoint).eval()
+    batch = encode_texts(classifier.tokenizer, TEXTS, 24, pad_id=0)
+    with torch.no_grad():
+        expected = model(batch["input_ids"], batch["attention_mask"]).logits
+    torch.testing.assert_close(classifier.logits(TEXTS, batch_size=2), expected, atol=1e-6, rtol=0)
+
+
+def test_predict_gives_labels_and_probabilities(folder):
+    results = load(folder).predict(TEXTS, batch_size=2)
+    assert [r["text"] for r in results] == TEXTS
+    for result in results:
+        probabilities = result["probabilities"]
+        assert list(probabilities) == LABELS
+        assert sum(probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+        assert result["label"] == max(probabilities, key=probabilities.get)
+
+
+def test_onnx_matches_pytorch_on_a_padded_batch_of_mixed_lengths(folder):
+    torch_run, onnx_run = load(folder), load(folder, runtime="onnx")
+    # Five texts of lengths 1..24: batch and sequence sizes differ from the export example's.
+    torch.testing.assert_close(onnx_run.logits(TEXTS), torch_run.logits(TEXTS), atol=1e-4, rtol=0)
+    ids = torch.randint(4, torch_run.config["encoder"]["vocab_size"], (3, 13))
+    mask = torch.arange(13) < torch.tensor([[13], [6], [1]])  # (3, 13)
+    ids[~mask] = 0
+    torch.testing.assert_close(
+        onnx_run._forward(ids, mask), torch_run._forward(ids, mask), atol=1e-4, rtol=0
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("position", "pooling"), [("rope", "mean"), ("alibi", "cls"), ("t5", "mean")]
+)
+def test_onnx_export_of_other_position_schemes(tmp_path, position, pooling):
+    pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=40, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=32, dropout=0.0,
+        position=position,
+    )  # fmt: skip
+    model = TransformerClassifier(config, 3, pooling=pooling).eval()
+    export_onnx(model, 24, tmp_path / "model.onnx")
+    ids = torch.randint(1, 40, (3, 17))
+    mask = torch.arange(17) < torch.tensor([[17], [9], [1]])  # (3, 17)
+    ids[~mask] = 0
+    with torch.no_grad():
+        expected = model(ids, mask).logits
+    got = onnx_forward(tmp_path / "model.onnx")(ids, mask)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
+
+
+def test_int8_variant_runs_and_keeps_clear_labels(folder):
+    fp32 = load(folder).predict(TEXTS)
+    int8 = load(folder, runtime="onnx-int8").predict(TEXTS)
+    for a, b in zip(fp32, int8, strict=True):
+        assert sum(b["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+        top, second = sorted(a["probabilities"].values(), reverse=True)[:2]
+        if top - second > 0.1:  # int8 weights may only flip near-ties
+            assert b["label"] == a["label"]
+
+
+def test_model_card_states_what_the_checkpoint_knows(folder):
+    card = (folder / "README.md").read_text()
+    assert "# toy-classifier" in card
+    assert "`ham`, `eggs`, `spam`" in card
+    assert "dataset `toy.csv`" in card
+    assert "10% (validation) and 20% (test) of each class" in card and "seed 7" in card
+    assert "does not record the split sizes" in card
+    assert "12 optimizer steps (epoch 3)" in card
+    assert "| test/acc | 0.5000 |" in card
+    assert 'classifier = tscratch.load("toy-classifier")' in card
+    assert "`model.int8.onnx`" in card
+
+
+def test_export_reads_a_checkpoint_file(checkpoint, tmp_path):
+    torch.save(checkpoint, tmp_path / "toy.ckpt")
+    out = export(tmp_path / "toy.ckpt", tmp_path / "empty")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md", "config.json", "model.safetensors", "tokenizer.json",
+    ]  # fmt: skip
+    assert "None were given at export" in (out / "README.md").read_text()
+
+
+# --- Errors: one line naming the file, the version or the fix.
+
+
+def test_newer_format_is_refused(folder, tmp_path):
+    copy = _copy(folder, tmp_path)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "format_version": 2}))
+    with pytest.raises(UserError, match=r"config\.json has format_version 2, newer than this "
+                       r"tscratch reads \(1\); upgrade tscratch"):  # fmt: skip
+        load(copy)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "tokenizer.json"])
+def test_missing_file_is_named(folder, tmp_path, name):
+    copy = _copy(folder, tmp_path)
+    (copy / name).unlink()
+    with pytest.raises(MissingFile, match=rf"toy-classifier/{name}: no such file$"):
+        load(copy)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "name", "flag"), [("onnx", "model.onnx", "--onnx"),
+                                  ("onnx-int8", "model.int8.onnx", "--quantize")],
+)  # fmt: skip
+def test_missing_onnx_file_says_how_to_make_it(folder, tmp_path, runtime, name, flag):
+    copy = _copy(folder, tmp_path)
+    (copy / name).unlink()
+    with pytest.raises(MissingFile, match=rf"{name}: no such file; export with {flag}"):
+        load(copy, runtime=runtime)
+
+
+def test_unknown_runtime(folder):
+    with pytest.raises(UserError, match=r"runtime \('tf'\) must be 'torch', 'onnx' or 'onnx-int8'"):
+        load(folder, runtime="tf")
+
+
+def test_config_that_is_not_json(folder, tmp_path):
+    copy = _copy(folder, tmp_path)
+    (copy / "config.json").write_text("{not json")
+    with pytest.raises(UserError, match=r"config\.json is not a tscratch export config"):
+        load(copy)
+
+
+def test_export_refuses_a_folder_with_files(checkpoint, tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"taken already exists and is not an empty folder"):
+        export(checkpoint, tmp_path / "taken")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+
+
+def test_export_of_a_missing_checkpoint(tmp_path):
+    with pytest.raises(MissingFile, match=r"nope\.ckpt: no such file"):
+        export(tmp_path / "nope.ckpt", tmp_path / "out")
+
+
+def test_export_of_an_unreadable_checkpoint(tmp_path):
+    (tmp_path / "torn.ckpt").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(UserError, match=r"torn\.ckpt is not a readable checkpoint"):
+        export(tmp_path / "torn.ckpt", tmp_path / "out")
+
+
+def test_export_of_another_tasks_checkpoint(checkpoint, tmp_path):
+    foreign = {**checkpoint, "state_dict": {"model.mlm_head.weight": torch.zeros(2)}}
+    with pytest.raises(UserError, match=r"not a classifier checkpoint written by scripts/fit"):
+        export(foreign, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_without_tokenizer(checkpoint, tmp_path):
+    with pytest.raises(UserError, match=r"the checkpoint holds no tokenizer"):
+        export({**checkpoint, "tokenizer_json": None}, tmp_path / "out")
+
+
+@pytest.mark.parametrize("module", ["onnx", "onnxruntime", "onnxscript"])
+def test_onnx_without_the_extra(checkpoint, tmp_path, monkeypatch, module):
+    monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
+    with pytest.raises(UserError, match=r'^--onnx needs the export extra: pip install '
+                       r'"tscratch\[export\]"$'):  # fmt: skip
+        export(checkpoint, tmp_path / "out", onnx=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_onnx_runtime_without_the_extra(folder, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(UserError, match=r"running model\.onnx needs the export extra"):
+        load(folder, runtime="onnx")
+
+
+# --- The real tiny run: the folder predicts what the checkpoint predicts.
+
+
+@pytest.mark.slow
+def test_exported_folder_predicts_like_the_checkpoint(tiny_run, tmp_path):
+    from tscratch.cli.predict import Predictor  # Lightning: imported here only
+
+    ckpt = next((tiny_run.run / "checkpoints").glob("best-*.ckpt"))
+    texts = ["Shares fell after profits missed forecasts.", "The striker scored twice.", "x"]
+    predictor = Predictor(ckpt)
+    expected = list(predictor.predict(texts, batch_size=2))
+
+    exported = load(export(ckpt, tmp_path / "bbc"))
+    got = exported.predict(texts, batch_size=2)
+
+    assert [r["label"] for r in got] == [r["label"] for r in expected]
+    for a, b in zip(got, expected, strict=True):
+        # Both are rounded to 6 decimals, so equal values may still print 1e-6 apart.
+        assert a["probabilities"] == pytest.approx(b["probabilities"], abs=1.01e-6)
+    batch = encode_texts(
+        exported.tokenizer, texts, predictor.max_length, exported.config["encoder"]["pad_id"]
+    )
+    with torch.no_grad():
+        logits = predictor.model(batch["input_ids"], batch["attention_mask"])
+    torch.testing.assert_close(exported.logits(texts), logits, atol=1e-6, rtol=0)

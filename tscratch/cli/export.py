@@ -1,0 +1,83 @@
+"""Export a checkpoint as a folder that loads without Lightning: `tscratch.load(DIR)`.
+
+`python scripts/export.py --ckpt_path CKPT --out DIR [--onnx] [--quantize] [--metrics FILE]`
+writes config.json, model.safetensors, tokenizer.json and a README.md model card (see
+`tscratch.export`); `--onnx` adds model.onnx, `--quantize` model.int8.onnx. `--metrics` takes
+the JSON line `scripts/test.py` prints, for the card. The run's config.yaml, when it sits where
+fit.py leaves it (next to the `checkpoints/` folder), is copied as training_config.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from tscratch.errors import MissingFile, UserError, report
+from tscratch.export import export, require_export_extra
+from tscratch.training.checkpointing import read_checkpoint
+from tscratch.training.classification import ClassificationTask
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Check the flags, read the checkpoint once and write the folder."""
+    if args.onnx or args.quantize:  # before the slow part
+        require_export_extra("--onnx" if args.onnx else "--quantize")
+    metrics = _read_metrics(args.metrics) if args.metrics else None
+    path = Path(args.ckpt_path)
+    if not path.is_file():
+        raise MissingFile(f"--ckpt_path {args.ckpt_path}: no such file")
+    checkpoint = read_checkpoint(path)  # data only; one line if torn or foreign
+    task = ClassificationTask.from_checkpoint(checkpoint)
+    if task.tokenizer_json is None:
+        raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
+    saved = path.resolve().parent.parent / "config.yaml"
+    training_config = None
+    if path.resolve().parent.name == "checkpoints" and saved.is_file():
+        training_config = saved.read_text(encoding="utf-8")
+    return export(
+        checkpoint,
+        args.out,
+        model=task.model,
+        onnx=args.onnx,
+        quantize=args.quantize,
+        metrics=metrics,
+        training_config=training_config,
+    )
+
+
+def _read_metrics(name: str) -> dict[str, float]:
+    path = Path(name)
+    if not path.is_file():
+        raise MissingFile(f"--metrics {name}: no such file")
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(metrics, dict) and all(math.isfinite(v) for v in metrics.values())
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise UserError(
+            f"--metrics {name}: expected one JSON object of numbers, as scripts/test.py prints"
+        )
+    return {str(k): float(v) for k, v in metrics.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt_path", required=True, help="checkpoint written by fit.py")
+    parser.add_argument("--out", required=True, help="folder to create (must not hold files)")
+    parser.add_argument("--onnx", action="store_true", help="also write model.onnx")
+    parser.add_argument(
+        "--quantize", action="store_true", help="also write model.int8.onnx (implies --onnx)"
+    )
+    parser.add_argument("--metrics", help="JSON file of test metrics (scripts/test.py output)")
+    args = parser.parse_args(argv)
+    try:
+        out = run(args)
+    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
+        return report(error)
+    files = ", ".join(sorted(p.name for p in out.iterdir()))
+    sys.stdout.write(f"wrote {out}: {files}\n")
+    return 0

@@ -1,0 +1,47 @@
+"""A trained classifier as a plain folder that loads without Lightning or the training data.
+
+`export` turns a fit.py checkpoint into::
+
+    config.json          architecture, labels, max_length, format and tscratch versions
+    model.safetensors    the `TransformerClassifier` weights
+    tokenizer.json       the tokenizer the model was trained with
+    README.md            a model card holding only what the checkpoint (and the caller) knows
+    model.onnx           optional (`onnx=True`): logits (B, C) from input_ids, attention_mask
+    model.int8.onnx      optional (`quantize=True`): the same graph with int8 linear weights
+    training_config.yaml optional: the run's configuration as fit.py saved it
+
+`load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime.
+
+Files: `folder.py` (writing and reading the folder), `onnx_graph.py` (ONNX and int8),
+`card.py` (the model card).
+"""
+
+from tscratch.export.folder import (
+    CONFIG,
+    FORMAT_VERSION,
+    ONNX,
+    ONNX_INT8,
+    TOKENIZER,
+    WEIGHTS,
+    ExportedClassifier,
+    classifier_from_checkpoint,
+    export,
+    load,
+    read_config,
+)
+from tscratch.export.onnx_graph import require_export_extra
+
+__all__ = [
+    "CONFIG",
+    "FORMAT_VERSION",
+    "ONNX",
+    "ONNX_INT8",
+    "TOKENIZER",
+    "WEIGHTS",
+    "ExportedClassifier",
+    "classifier_from_checkpoint",
+    "export",
+    "load",
+    "read_config",
+    "require_export_extra",
+]

@@ -1,0 +1,122 @@
+"""The model card (README.md) of an exported folder.
+
+It states only what the checkpoint records, plus the metrics the caller passes: where a fact is
+unknown (split sizes are not stored in checkpoints) the card says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+_DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column", "train_rows")
+
+
+def model_card(
+    config: dict[str, Any],
+    checkpoint: dict[str, Any],
+    model: nn.Module,
+    folder: str,
+    metrics: dict[str, float] | None,
+    files: list[str],
+) -> str:
+    """Markdown for README.md.
+
+    Args:
+        config: the folder's config.json contents.
+        checkpoint: the fit.py checkpoint the folder comes from.
+        model: the exported network (for its parameter count).
+        folder: the folder's name, for the loading example.
+        metrics: test metrics (name -> value), or None when none were given.
+        files: the names of the files in the folder.
+    """
+    enc = config["encoder"]
+    labels = config["label_names"]
+    params = sum(p.numel() for p in model.parameters())
+    order = "Pre-LN" if enc["norm_first"] else "Post-LN"
+    lines = [
+        f"# {folder}",
+        "",
+        f"A text classifier with {len(labels)} labels: a Transformer encoder written from "
+        f"scratch in PyTorch with tscratch, exported by tscratch {config['tscratch_version']}.",
+        "",
+        "## Model",
+        "",
+        f"- {enc['num_layers']} {order} encoder layers, d_model {enc['d_model']}, "
+        f"{enc['num_heads']} heads, d_ff {enc['d_ff']} ({enc['ffn']}), {enc['position']} "
+        f"positions, {config['pooling']} pooling; {params:,} parameters.",
+        f"- Tokenizer: `tokenizer.json`, {enc['vocab_size']:,} ids; texts are cut to "
+        f"{config['max_length']} tokens.",
+        f"- Labels (index = class id): {', '.join(f'`{name}`' for name in labels)}.",
+        "",
+        "## Training",
+        "",
+        *_training(checkpoint, "training_config.yaml" in files),
+        "",
+        "## Test metrics",
+        "",
+        *_metrics(metrics),
+        "",
+        "## Use",
+        "",
+        "```python",
+        "import tscratch",
+        f'classifier = tscratch.load("{folder}")',
+        'print(classifier.predict(["a text to label"]))  # label and probabilities per text',
+        "```",
+        "",
+        *_onnx(files),
+        "## Files",
+        "",
+        *(f"- `{name}`" for name in files),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _training(checkpoint: dict[str, Any], has_config: bool) -> list[str]:
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    source = {k: data[k] for k in _DATA_KEYS if data.get(k) is not None}
+    lines = []
+    if source:
+        lines.append("- Data: " + ", ".join(f"{k} `{v}`" for k, v in source.items()) + ".")
+    else:
+        lines.append("- Data: not recorded in the checkpoint.")
+    if "val_fraction" in data and "test_fraction" in data:
+        lines.append(
+            f"- Splits: where the source has no validation or test split, "
+            f"{data['val_fraction']:.0%} (validation) and {data['test_fraction']:.0%} (test) of "
+            f"each class were held out of train (seed {data.get('seed')}); the checkpoint does "
+            "not record the split sizes."
+        )
+    if "global_step" in checkpoint:
+        lines.append(
+            f"- Checkpoint written after {checkpoint['global_step']:,} optimizer steps "
+            f"(epoch {checkpoint.get('epoch', 0) + 1})."
+        )
+    if has_config:
+        lines.append("- The run's full configuration, as fit.py saved it: `training_config.yaml`.")
+    return lines
+
+
+def _metrics(metrics: dict[str, float] | None) -> list[str]:
+    if not metrics:
+        return ["None were given at export; `scripts/test.py --ckpt_path CKPT` computes them."]
+    return ["| metric | value |", "|---|---|", *(f"| {k} | {v:.4f} |" for k, v in metrics.items())]
+
+
+def _onnx(files: list[str]) -> list[str]:
+    graphs = [name for name in ("model.onnx", "model.int8.onnx") if name in files]
+    if not graphs:
+        return []
+    return [
+        "## ONNX",
+        "",
+        f"{' and '.join(f'`{g}`' for g in graphs)}: inputs `input_ids` (batch, sequence) int64 "
+        "and `attention_mask` (batch, sequence) int64 (1 = real token), output `logits` "
+        "(batch, labels) float32. Tokenize with `tokenizer.json`, cut to `max_length` tokens "
+        "and pad with `encoder.pad_id` from `config.json`. In Python, "
+        '`tscratch.load(folder, runtime="onnx")` (or `"onnx-int8"`) runs them on onnxruntime.',
+        "",
+    ]

@@ -1,0 +1,252 @@
+"""Writing an exported folder from a checkpoint (`export`) and reading it back (`load`).
+
+The folder is written next to its destination and moved into place whole, so a reader never
+sees half of one. `config.json` carries a `format_version`: a folder from a newer tscratch is
+refused with one line rather than misread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from safetensors.torch import load_model, save_model
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from tscratch.config import EncoderConfig
+from tscratch.data.encoding import encode_texts
+from tscratch.errors import MissingFile, UserError
+from tscratch.export.card import model_card
+from tscratch.export.onnx_graph import (
+    export_onnx,
+    onnx_forward,
+    quantize_onnx,
+    require_export_extra,
+)
+from tscratch.model import TransformerClassifier
+
+FORMAT_VERSION = 1
+"""Bumped by any change that older tscratch versions would misread."""
+CONFIG, WEIGHTS, TOKENIZER, CARD = "config.json", "model.safetensors", "tokenizer.json", "README.md"
+ONNX, ONNX_INT8, TRAINING_CONFIG = "model.onnx", "model.int8.onnx", "training_config.yaml"
+Runtime = Literal["torch", "onnx", "onnx-int8"]
+_ONNX_FILES = {"onnx": ONNX, "onnx-int8": ONNX_INT8}
+
+
+class ExportedClassifier:
+    """A classifier read from an exported folder: raw texts in, labels and probabilities out.
+
+    Build one with `load`. `config` is the folder's config.json; `labels` the class names,
+    index = class id.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        tokenizer: Tokenizer,
+        forward: Callable[[Tensor, Tensor], Tensor],
+    ) -> None:
+        self.config = config
+        self.labels: list[str] = list(config["label_names"])
+        self.max_length: int = config["max_length"]
+        self.tokenizer = tokenizer
+        self._forward = forward  # (input_ids (B, T), attention_mask (B, T)) -> logits (B, C)
+
+    def logits(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
+        """Float32 logits (N, C) of `texts`, in order, on the CPU."""
+        pad_id = self.config["encoder"]["pad_id"]
+        chunks = [torch.empty(0, len(self.labels))]
+        for start in range(0, len(texts), batch_size):
+            chunk = list(texts[start : start + batch_size])
+            batch = encode_texts(self.tokenizer, chunk, self.max_length, pad_id)
+            chunks.append(self._forward(batch["input_ids"], batch["attention_mask"]))
+        return torch.cat(chunks)
+
+    def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict[str, Any]]:
+        """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
+        `scripts/predict.py` prints."""
+        results = []
+        probs = self.logits(texts, batch_size).softmax(-1).tolist()
+        for text, p in zip(texts, probs, strict=True):
+            best = max(range(len(p)), key=p.__getitem__)
+            rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
+            results.append({"text": text, "label": self.labels[best], "probabilities": rounded})
+        return results
+
+
+def load(path: str | Path, runtime: Runtime = "torch", device: str = "cpu") -> ExportedClassifier:
+    """Read a folder written by `export`; needs neither Lightning nor the training data.
+
+    Args:
+        path: the folder.
+        runtime: "torch" (model.safetensors), "onnx" (model.onnx) or "onnx-int8"
+            (model.int8.onnx); the ONNX ones run on onnxruntime's CPU provider and need the
+            export extra.
+        device: where the PyTorch model runs (runtime "torch" only).
+    """
+    folder = Path(path)
+    config = read_config(folder)
+    if runtime == "torch":
+        forward = _torch_forward(folder, config, device)
+    elif runtime in _ONNX_FILES:
+        flag = "--quantize" if runtime == "onnx-int8" else "--onnx"
+        forward = onnx_forward(_existing(folder / _ONNX_FILES[runtime], f"; export with {flag}"))
+    else:
+        raise UserError(f"runtime ({runtime!r}) must be 'torch', 'onnx' or 'onnx-int8'")
+    tokenizer = Tokenizer.from_file(str(_existing(folder / TOKENIZER)))
+    return ExportedClassifier(config, tokenizer, forward)
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The folder's config.json, checked to be in a format this tscratch reads."""
+    file = _existing(folder / CONFIG)
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+        version = config["format_version"]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{file} is not a tscratch export config; export the model again") from None
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise UserError(
+            f"{file} has format_version {version}, newer than this tscratch reads "
+            f"({FORMAT_VERSION}); upgrade tscratch"
+        )
+    return config
+
+
+def _existing(file: Path, hint: str = "") -> Path:
+    if not file.is_file():
+        raise MissingFile(f"{file}: no such file{hint}")
+    return file
+
+
+def _torch_forward(
+    folder: Path, config: dict[str, Any], device: str
+) -> Callable[[Tensor, Tensor], Tensor]:
+    encoder = EncoderConfig(**config["encoder"])
+    model = TransformerClassifier(encoder, config["num_classes"], pooling=config["pooling"])
+    load_model(model, _existing(folder / WEIGHTS), device=device)
+    model.eval()
+
+    @torch.inference_mode()
+    def forward(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        logits = model(input_ids.to(device), attention_mask.to(device)).logits
+        return logits.float().cpu()
+
+    return forward
+
+
+def export(
+    checkpoint: dict[str, Any] | str | Path,
+    out_dir: str | Path,
+    *,
+    model: TransformerClassifier | None = None,
+    onnx: bool = False,
+    quantize: bool = False,
+    metrics: dict[str, float] | None = None,
+    training_config: str | None = None,
+) -> Path:
+    """Write the exported folder (see `tscratch.export`) and return its path.
+
+    Args:
+        checkpoint: a fit.py checkpoint file, or its contents already read (`read_checkpoint`).
+        out_dir: the folder to create; it must not exist or must be empty.
+        model: the checkpoint's network if already built; built from `checkpoint` otherwise.
+        onnx: also write model.onnx (needs the export extra).
+        quantize: also write model.int8.onnx (implies `onnx`).
+        metrics: test metrics, as scripts/test.py prints them, for the model card.
+        training_config: the run's config.yaml as fit.py saved it, copied beside the model.
+    """
+    if onnx or quantize:
+        require_export_extra("--onnx" if onnx else "--quantize")
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out} already exists and is not an empty folder; pick a new --out")
+    if not isinstance(checkpoint, dict):
+        checkpoint = _read(Path(checkpoint))
+    model = (model or classifier_from_checkpoint(checkpoint)).cpu().eval()
+    if not checkpoint.get("tokenizer_json"):
+        raise UserError("the checkpoint holds no tokenizer; was it saved by tscratch?")
+    config = _config(model, checkpoint)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        (tmp / CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        (tmp / TOKENIZER).write_text(checkpoint["tokenizer_json"], encoding="utf-8")
+        save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})  # drops shared copies
+        shutil.copymode(tmp / CONFIG, tmp / WEIGHTS)  # safetensors writes it owner-only
+        if onnx or quantize:
+            export_onnx(model, config["max_length"], tmp / ONNX)
+        if quantize:
+            quantize_onnx(tmp / ONNX, tmp / ONNX_INT8)
+        if training_config is not None:
+            (tmp / TRAINING_CONFIG).write_text(training_config, encoding="utf-8")
+        files = sorted([*os.listdir(tmp), CARD])
+        card = model_card(config, checkpoint, model, out.name, metrics, files)
+        (tmp / CARD).write_text(card, encoding="utf-8")
+        with contextlib.suppress(FileNotFoundError):
+            out.rmdir()  # empty (checked above): the finished folder takes its place
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassifier:
+    """The network of a fit.py checkpoint: its flat hyperparameters hold the `EncoderConfig`
+    fields, `num_classes` and `pooling`; its weights sit under `model.` (`ClassificationTask`)."""
+    hparams = checkpoint.get("hyper_parameters") or {}
+    fields = {f.name for f in dataclasses.fields(EncoderConfig)}
+    try:
+        config = EncoderConfig(**{k: v for k, v in hparams.items() if k in fields})
+        model = TransformerClassifier(config, hparams["num_classes"], hparams.get("pooling", "cls"))
+        state = checkpoint["state_dict"]
+        model.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("model.")})
+    except (TypeError, KeyError, RuntimeError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise UserError(
+            f"not a classifier checkpoint written by scripts/fit.py ({reason}); pass one"
+        ) from None
+    return model
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise MissingFile(f"{path}: no such file")
+    try:  # data only: a checkpoint from a stranger cannot run code
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torn zip, pickled objects, not a checkpoint at all
+        raise UserError(f"{path} is not a readable checkpoint ({type(error).__name__})") from None
+
+
+def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[str, Any]:
+    num_classes = model.head.proj.out_features
+    labels = checkpoint.get("label_names") or (checkpoint.get("hyper_parameters") or {}).get(
+        "label_names"
+    )
+    return {
+        "format": "tscratch-classifier",
+        "format_version": FORMAT_VERSION,
+        "tscratch_version": _version(),
+        "encoder": model.config.to_dict(),  # pad_id and vocab_size included
+        "num_classes": num_classes,
+        "label_names": list(labels or map(str, range(num_classes))),
+        "pooling": model.head.pooling,
+        "max_length": checkpoint.get("max_length") or model.config.max_len,
+    }
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tscratch")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that is not installed
+        return "unknown"
