@@ -10,7 +10,8 @@
     model.int8.onnx      optional (`quantize=True`): the same graph with int8 linear weights
     training_config.yaml optional: the run's configuration as fit.py saved it
 
-`load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime.
+`load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime;
+`from_checkpoint` builds the same object from a checkpoint in memory.
 
 Files: `folder.py` (writing and reading the folder), `onnx_graph.py` (ONNX and int8),
 `card.py` (the model card).
@@ -26,6 +27,7 @@ from tscratch.export.folder import (
     ExportedClassifier,
     classifier_from_checkpoint,
     export,
+    from_checkpoint,
     load,
     read_config,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "ExportedClassifier",
     "classifier_from_checkpoint",
     "export",
+    "from_checkpoint",
     "load",
     "read_config",
     "require_export_extra",

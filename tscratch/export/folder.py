@@ -106,6 +106,16 @@ def load(path: str | Path, runtime: Runtime = "torch", device: str = "cpu") -> E
     return ExportedClassifier(config, tokenizer, forward)
 
 
+def from_checkpoint(checkpoint: dict[str, Any], device: str = "cpu") -> ExportedClassifier:
+    """The classifier of a fit.py checkpoint already read (`read_checkpoint`), in memory: the
+    same object `load` gives for the folder `export` would write from it."""
+    if not checkpoint.get("tokenizer_json"):
+        raise UserError("the checkpoint holds no tokenizer; was it saved by tscratch?")
+    model = classifier_from_checkpoint(checkpoint).to(device).eval()
+    tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])
+    return ExportedClassifier(_config(model, checkpoint), tokenizer, _forward_of(model, device))
+
+
 def read_config(folder: Path) -> dict[str, Any]:
     """The folder's config.json, checked to be in a format this tscratch reads."""
     file = _existing(folder / CONFIG)
@@ -134,8 +144,10 @@ def _torch_forward(
     encoder = EncoderConfig(**config["encoder"])
     model = TransformerClassifier(encoder, config["num_classes"], pooling=config["pooling"])
     load_model(model, _existing(folder / WEIGHTS), device=device)
-    model.eval()
+    return _forward_of(model.eval(), device)
 
+
+def _forward_of(model: TransformerClassifier, device: str) -> Callable[[Tensor, Tensor], Tensor]:
     @torch.inference_mode()
     def forward(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         logits = model(input_ids.to(device), attention_mask.to(device)).logits

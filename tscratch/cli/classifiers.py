@@ -1,0 +1,41 @@
+"""One way to open a trained classifier, whatever the user hands over.
+
+`open_classifier(SOURCE)` takes a fit.py checkpoint (`.ckpt`), an exported folder, or an exported
+`model.onnx` / `model.int8.onnx` file, and returns a `tscratch.export.ExportedClassifier`
+(`predict(texts)`, `logits(texts)`, `labels`, `max_length`). predict.py and serve.py use it, so
+the three kinds of model answer the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tscratch.errors import MissingFile, UserError
+from tscratch.export import ONNX, ONNX_INT8, ExportedClassifier, from_checkpoint, load
+from tscratch.training.checkpointing import read_checkpoint
+
+
+def open_classifier(source: str | Path, device: str = "cpu") -> ExportedClassifier:
+    """The classifier at ``source``: a `.ckpt`, an exported folder, or its ONNX file.
+
+    Args:
+        source: the path.
+        device: where a PyTorch model runs (ONNX files run on onnxruntime's CPU provider).
+    """
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return load(path, device=device)
+    if not path.is_file():
+        raise MissingFile(
+            f"{source}: no such file or folder; pass a .ckpt, an export folder or its .onnx"
+        )
+    if path.suffix == ".onnx":
+        runtimes = {ONNX: "onnx", ONNX_INT8: "onnx-int8"}
+        if path.name not in runtimes:
+            raise UserError(
+                f"{source}: an exported ONNX file is named {ONNX} or {ONNX_INT8} inside its "
+                "export folder; pass that file or the folder"
+            )
+        return load(path.parent, runtime=runtimes[path.name])
+    # Read once, as data only: one clear line for a torn, corrupt or code-carrying file.
+    return from_checkpoint(read_checkpoint(path, map_location=device), device=device)
