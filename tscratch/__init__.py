@@ -11,6 +11,7 @@ from tscratch.model import (
 )
 from tscratch.nn import DecoderBlock, EncoderBlock, MultiHeadAttention
 from tscratch.pretrained import Pretrained, load_pretrained
+from tscratch.version import __version__
 
 __all__ = [
     "ClassifierOutput",
@@ -24,7 +25,7 @@ __all__ = [
     "TransformerClassifier",
     "TransformerEncoder",
     "UserError",
+    "__version__",
     "load",
     "load_pretrained",
 ]
-__version__ = "0.1.0"

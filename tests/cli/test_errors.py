@@ -20,6 +20,7 @@ import lightning as L
 import pytest
 import torch
 
+import tscratch
 from tests.helpers import REPO, TINY_YAML, script_env
 from tscratch.cli.checks import check_max_length, check_resume
 from tscratch.cli.fit import resolve_ckpt_path
@@ -518,8 +519,17 @@ def test_bad_optimizer_settings_are_user_errors(arg, value, message):
 
 def test_a_checkpoint_of_another_task_is_one_user_error():
     foreign = {"hyper_parameters": {"d_model": 16}, "state_dict": {}}
-    with pytest.raises(UserError, match=r"not written by ClassificationTask \(.*vocab_size"):
+    match = (
+        r"does not load as ClassificationTask \(.*vocab_size.*\); it records no tscratch version"
+    )
+    with pytest.raises(UserError, match=match):
         ClassificationTask.from_checkpoint(foreign)
+    older = {**foreign, "tscratch_version": "0.1.5"}
+    with pytest.raises(UserError, match=r"\); it was written by tscratch 0\.1\.5; load it with"):
+        ClassificationTask.from_checkpoint(older)
+    current = {**foreign, "tscratch_version": tscratch.__version__}
+    with pytest.raises(UserError, match=r"\); pass one written by the matching script$"):
+        ClassificationTask.from_checkpoint(current)
 
 
 def test_ckpt_path_without_training_state_is_one_user_error(tmp_path):

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from tscratch.cli.evaluate import main
+from tscratch.cli.evaluate import config_data, main, parser
+from tscratch.errors import MissingFile
 
 
 @pytest.mark.slow
@@ -68,8 +69,8 @@ def test_data_with_other_labels_is_refused(run_script, tiny_run, tmp_path):
     (tmp_path / "other.csv").write_text("\n".join(rows), encoding="utf-8")
 
     proc = run_script(
-        "test.py", "--ckpt_path", ckpt, "--dataset", "csv",
-        "--data_files", tmp_path / "other.csv", cwd=tmp_path,
+        "test.py", "--ckpt_path", ckpt, "--data.dataset", "csv",
+        "--data.data_files", tmp_path / "other.csv", cwd=tmp_path,
     )  # fmt: skip
 
     assert proc.returncode == 2
@@ -94,3 +95,25 @@ def test_output_that_is_a_file_is_one_line(capsys, tmp_path):
     assert capsys.readouterr().err == (
         f"error: --output {tmp_path / 'taken'} is a file; give a folder (made if missing)\n"
     )
+
+
+def test_flags_are_spelled_as_fit_and_the_earlier_spellings_still_work():
+    new = parser().parse_args(
+        ["--ckpt_path", "x.ckpt", "--data.dataset", "csv", "--data.data_files", "a.csv",
+         "--data.batch_size", "8", "--trainer.accelerator", "cpu"]
+    )  # fmt: skip
+    old = parser().parse_args(
+        ["--ckpt_path", "x.ckpt", "--dataset", "csv", "--data_files", "a.csv", "--batch_size", "8"]
+    )
+    for args in (new, old):
+        assert (args.dataset, args.data_files, args.batch_size) == ("csv", ["a.csv"], 8)
+    assert (new.accelerator, new.devices) == ("cpu", 1)
+
+
+def test_config_gives_the_data_section_of_a_fit_config(tmp_path):
+    config = tmp_path / "my.yaml"
+    config.write_text("model:\n  d_model: 64\ndata:\n  dataset: my.csv\n  batch_size: 4\n")
+    assert config_data(str(config)) == {"dataset": "my.csv", "batch_size": 4}
+    assert config_data("default") == {"dataset": "bbc_news", "batch_size": 32}
+    with pytest.raises(MissingFile, match=r"--config nowhere.yaml: no such file"):
+        config_data("nowhere.yaml")

@@ -2,8 +2,14 @@
 
 By default it rebuilds the data exactly as the run that wrote the checkpoint did (same source,
 columns, split fractions and seed, all stored in the checkpoint) and reports accuracy and
-macro-F1 on its test split. `--dataset`/`--data_files` evaluate on other data instead; the
-checkpoint's own tokenizer is always used, and the labels must be ones the model knows.
+macro-F1 on its test split. `--data.dataset`/`--data.data_files` evaluate on other data
+instead; the checkpoint's own tokenizer is always used, and the labels must be ones the model
+knows.
+
+Flags are spelled as fit.py's (`--data.*`, `--trainer.accelerator`, `--trainer.devices`,
+`--trainer.precision`), and `--config FILE` takes a fit.py config, of which the `data:` section
+is used, so one YAML describes the data for training and evaluation. The earlier spellings
+(`--dataset`, `--data_files`, `--batch_size`, ...) still work.
 
 It prints a table (per-class precision, recall, F1 and support, the macro average, accuracy,
 expected calibration error, the confusion matrix) and, as its last line, the JSON object of
@@ -22,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import yaml
 
+from tscratch.cli.fit import packaged_config
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import read_checkpoint
@@ -37,13 +45,19 @@ from tscratch.training.report import (
 _DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column")
 
 
-def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def evaluate(
+    ckpt_path: str,
+    overrides: dict[str, Any] | None = None,
+    trainer_args: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The checkpoint's results on a test split, from one pass over it.
 
     Args:
         ckpt_path: a checkpoint written by fit.py.
         overrides: data settings replacing the checkpoint's (`dataset`, `data_files`, ...);
             None values are ignored.
+        trainer_args: `accelerator`, `devices` (1: one process sees every test row, none
+            twice) and `precision` for the Lightning Trainer.
 
     Returns:
         `test/acc`, `test/f1` and `test/loss` as the task logs them (floats), and `report`:
@@ -80,7 +94,7 @@ def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[st
             )
         keep = KeepTestLogits()
         trainer = L.Trainer(
-            devices=1,  # one process sees every test row, none twice
+            **{"devices": 1, **(trainer_args or {})},
             logger=False,
             enable_checkpointing=False,
             enable_model_summary=False,
@@ -96,28 +110,44 @@ def evaluate(ckpt_path: str, overrides: dict[str, Any] | None = None) -> dict[st
     return {**metrics, "report": report}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """test.py's flags, spelled as fit.py's (the earlier spellings as aliases)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpt_path", required=True, help="checkpoint written by fit.py")
-    parser.add_argument("--dataset", help="evaluate on this dataset instead (as --data.dataset)")
-    parser.add_argument("--name", help="dataset configuration name")
-    parser.add_argument("--data_files", nargs="+", help="local files (as --data.data_files)")
-    parser.add_argument("--text_column")
-    parser.add_argument("--label_column")
-    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--config", "-c", help="a fit.py config: its data: section is used")
+    data = parser.add_argument_group("data (as fit.py's; flags win over --config)")
+    data.add_argument("--data.dataset", "--dataset", dest="dataset", help="other data to test on")
+    data.add_argument("--data.name", "--name", dest="name", help="hub dataset configuration")
+    data.add_argument("--data.data_files", "--data_files", dest="data_files", nargs="+")
+    data.add_argument("--data.text_column", "--text_column", dest="text_column")
+    data.add_argument("--data.label_column", "--label_column", dest="label_column")
+    data.add_argument("--data.batch_size", "--batch_size", dest="batch_size", type=int)
+    trainer = parser.add_argument_group("trainer (as fit.py's)")
+    trainer.add_argument("--trainer.accelerator", dest="accelerator", default="auto")
+    trainer.add_argument("--trainer.devices", dest="devices", type=int, default=1)
+    trainer.add_argument("--trainer.precision", dest="precision", default=None)
     parser.add_argument(
         "--output",
         type=Path,
         help="folder for metrics.json, per_class.csv, confusion_matrix.csv and .png "
         "(created if missing; nothing is written without it)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     overrides = {k: getattr(args, k) for k in (*_DATA_KEYS, "batch_size")}
+    trainer_args = {"accelerator": args.accelerator, "devices": args.devices}
+    if args.precision is not None:
+        trainer_args["precision"] = args.precision
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
     try:
         if args.output is not None and args.output.exists() and not args.output.is_dir():
             raise UserError(f"--output {args.output} is a file; give a folder (made if missing)")
-        metrics = evaluate(args.ckpt_path, overrides)
+        if args.config is not None:
+            overrides = {**config_data(args.config), **{k: v for k, v in overrides.items() if v}}
+        metrics = evaluate(args.ckpt_path, overrides, trainer_args)
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     results = metrics.pop("report")
@@ -125,3 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         write_report(results, args.output)
     sys.stdout.write(format_report(results) + "\n\n" + json.dumps(metrics) + "\n")
     return 0
+
+
+def config_data(file: str) -> dict[str, Any]:
+    """The `data:` section of a fit.py config file (a packaged name like `default` works too),
+    limited to what selects and reads the data."""
+    path = Path(packaged_config(file))
+    if not path.is_file():
+        raise MissingFile(f"--config {file}: no such file")
+    try:
+        section = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data") or {}
+    except (yaml.YAMLError, AttributeError) as error:
+        raise UserError(
+            f"--config {file} is not a fit.py config ({type(error).__name__})"
+        ) from None
+    return {k: section[k] for k in (*_DATA_KEYS, "batch_size") if section.get(k) is not None}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.metadata
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from tscratch.config import EncoderConfig
-from tscratch.data.encoding import encode_texts
+from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError
 from tscratch.export.card import model_card
 from tscratch.export.onnx_graph import (
@@ -33,6 +32,7 @@ from tscratch.export.onnx_graph import (
     require_export_extra,
 )
 from tscratch.model import TransformerClassifier
+from tscratch.version import __version__
 
 FORMAT_VERSION = 1
 """Bumped by any change that older tscratch versions would misread."""
@@ -62,21 +62,37 @@ class ExportedClassifier:
         self._forward = forward  # (input_ids (B, T), attention_mask (B, T)) -> logits (B, C)
 
     def logits(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
-        """Float32 logits (N, C) of `texts`, in order, on the CPU."""
+        """Float32 logits (N, C) of `texts`, in order, on the CPU; each text cut to `max_length`
+        tokens as in training (`encode_ids`)."""
+        return self.logits_of_ids(encode_ids(self.tokenizer, texts, self.max_length), batch_size)
+
+    def logits_of_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 32) -> Tensor:
+        """Float32 logits (N, C) of token id sequences, in order, on the CPU.
+
+        Args:
+            ids: one list of token ids per row, special tokens included, each at most
+                `max_length` long (`encode_ids` cuts texts so).
+            batch_size: rows per forward pass; each batch is padded to its longest row.
+        """
+        if any(len(row) > self.max_length for row in ids):
+            raise ValueError(f"logits_of_ids takes rows of at most {self.max_length} ids")
         pad_id = self.config["encoder"]["pad_id"]
         chunks = [torch.empty(0, len(self.labels))]
-        for start in range(0, len(texts), batch_size):
-            chunk = list(texts[start : start + batch_size])
-            batch = encode_texts(self.tokenizer, chunk, self.max_length, pad_id)
-            chunks.append(self._forward(batch["input_ids"], batch["attention_mask"]))
+        for start in range(0, len(ids), batch_size):
+            input_ids, attention_mask = pad_batch(ids[start : start + batch_size], pad_id)
+            chunks.append(self._forward(input_ids, attention_mask))
         return torch.cat(chunks)
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict[str, Any]]:
         """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
         `scripts/predict.py` prints."""
+        return self.results(texts, self.logits(texts, batch_size))
+
+    def results(self, texts: Sequence[str], logits: Tensor) -> list[dict[str, Any]]:
+        """The `predict` objects of `texts` from their logits (N, C): softmax probabilities
+        rounded to 6 decimals, `label` the most probable."""
         results = []
-        probs = self.logits(texts, batch_size).softmax(-1).tolist()
-        for text, p in zip(texts, probs, strict=True):
+        for text, p in zip(texts, logits.softmax(-1).tolist(), strict=True):
             best = max(range(len(p)), key=p.__getitem__)
             rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
             results.append({"text": text, "label": self.labels[best], "probabilities": rounded})
@@ -248,17 +264,10 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
     return {
         "format": "tscratch-classifier",
         "format_version": FORMAT_VERSION,
-        "tscratch_version": _version(),
+        "tscratch_version": __version__,
         "encoder": model.config.to_dict(),  # pad_id and vocab_size included
         "num_classes": num_classes,
         "label_names": list(labels or map(str, range(num_classes))),
         "pooling": model.head.pooling,
         "max_length": checkpoint.get("max_length") or model.config.max_len,
     }
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("tscratch")
-    except importlib.metadata.PackageNotFoundError:  # a source tree that is not installed
-        return "unknown"
