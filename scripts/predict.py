@@ -1,4 +1,7 @@
-"""Label texts with a trained checkpoint: `python scripts/predict.py --ckpt_path CKPT "text"`."""
+"""Label texts with a trained model: `python scripts/predict.py --model SOURCE "text"`.
+
+SOURCE: a fit.py checkpoint, an exported folder or its .onnx file (`--ckpt_path` also works).
+"""
 
 import sys
 

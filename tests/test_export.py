@@ -1,7 +1,7 @@
 """The exported folder: `tscratch.export.export` and `tscratch.load` (PyTorch and onnxruntime).
 
 Most tests use a tiny untrained classifier packed the way fit.py packs checkpoints (fast); the
-parity test with `scripts/predict.py`'s `Predictor` uses the session's real tiny run.
+parity test with the training side's `ClassificationTask` uses the session's real tiny run.
 """
 
 from __future__ import annotations
@@ -273,23 +273,25 @@ def test_onnx_runtime_without_the_extra(folder, monkeypatch):
 
 @pytest.mark.slow
 def test_exported_folder_predicts_like_the_checkpoint(tiny_run, tmp_path):
-    from tscratch.cli.predict import Predictor  # Lightning: imported here only
+    # Lightning: imported here only
+    from tscratch.cli.classifiers import open_classifier
+    from tscratch.training.checkpointing import read_checkpoint
+    from tscratch.training.classification import ClassificationTask
 
     ckpt = next((tiny_run.run / "checkpoints").glob("best-*.ckpt"))
     texts = ["Shares fell after profits missed forecasts.", "The striker scored twice.", "x"]
-    predictor = Predictor(ckpt)
-    expected = list(predictor.predict(texts, batch_size=2))
-
+    checkpoint = read_checkpoint(ckpt)
+    task = ClassificationTask.from_checkpoint(checkpoint).eval()  # the training side's model
     exported = load(export(ckpt, tmp_path / "bbc"))
-    got = exported.predict(texts, batch_size=2)
-
-    assert [r["label"] for r in got] == [r["label"] for r in expected]
-    for a, b in zip(got, expected, strict=True):
-        # Both are rounded to 6 decimals, so equal values may still print 1e-6 apart.
-        assert a["probabilities"] == pytest.approx(b["probabilities"], abs=1.01e-6)
-    batch = encode_texts(
-        exported.tokenizer, texts, predictor.max_length, exported.config["encoder"]["pad_id"]
-    )
+    pad_id = exported.config["encoder"]["pad_id"]
+    batch = encode_texts(exported.tokenizer, texts, checkpoint["max_length"], pad_id)
     with torch.no_grad():
-        logits = predictor.model(batch["input_ids"], batch["attention_mask"])
-    torch.testing.assert_close(exported.logits(texts), logits, atol=1e-6, rtol=0)
+        expected = task(batch["input_ids"], batch["attention_mask"])
+
+    torch.testing.assert_close(exported.logits(texts, batch_size=2), expected, atol=1e-6, rtol=0)
+    got = exported.predict(texts, batch_size=2)
+    probabilities = expected.softmax(-1).tolist()
+    assert [r["label"] for r in got] == [task.label_names[p.index(max(p))] for p in probabilities]
+    for result, p in zip(got, probabilities, strict=True):
+        assert list(result["probabilities"].values()) == pytest.approx(p, abs=1e-6)
+    assert open_classifier(ckpt).predict(texts) == exported.predict(texts)  # same in memory

@@ -15,8 +15,8 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.helpers import REPO, TINY_YAML
+from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit import CONFIGS, main, resolve_ckpt_path, with_configs
-from tscratch.cli.predict import Predictor
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import UserError
 from tscratch.training.classification import ClassificationTask
@@ -246,10 +246,10 @@ def test_resume_reads_the_checkpoint_once(tiny_run, tmp_path, argv, data_cache, 
     assert count_loads.count(str(last)) == 1, count_loads
 
 
-def test_predictor_reads_the_checkpoint_once(tiny_run, count_loads):
+def test_open_classifier_reads_the_checkpoint_once(tiny_run, count_loads):
     last = tiny_run.run / "checkpoints" / "last.ckpt"
-    predictor = Predictor(last)
-    assert next(predictor.predict(["Shares fell"]))["label"] in predictor.labels
+    classifier = open_classifier(last)
+    assert classifier.predict(["Shares fell"])[0]["label"] in classifier.labels
     assert count_loads == [str(last)]
 
 

@@ -1,20 +1,298 @@
-"""Predictions from a checkpoint alone: `scripts/predict.py` and `tscratch.cli.predict`."""
+"""Predictions at scale: `scripts/predict.py`, `tscratch.cli.predict` and `predict_io`.
+
+Most tests run `main(argv)` in-process on a tiny untrained exported folder (fast); the real
+script runs in a subprocess once (stdin), and the session's tiny run covers checkpoints.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
+import subprocess
+import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
-from tscratch.cli.predict import Predictor, main
+from tests.helpers import REPO, script_env
+from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.predict import document_logits, main, windows
+from tscratch.config import EncoderConfig
+from tscratch.data.tokenizer import train_tokenizer
+from tscratch.export import export
+from tscratch.model import TransformerClassifier
 
-LABELS = ["business", "entertainment", "politics", "sports", "tech"]
+LABELS = ["ham", "eggs", "spam"]
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a spam message offers cheap pills and prizes",
+    "ham and eggs for breakfast on a sunny morning",
+] * 4
 TEXTS = [
-    "Shares in the bank fell after profits missed forecasts.",
-    "The striker scored twice as the champions won the cup final.",
-    "Ministers will vote on the new election bill next week.",
+    "cheap prizes",
+    "ham and eggs,\nthen a sunny morning",  # two lines: one text in a table
+    "the lazy dog sleeps",
+    'a "quoted" spam message',
 ]
+LONG = "the lazy dog sleeps all morning while the quick fox runs over the hill " * 4
+RATE = re.compile(r"^\d+ texts in [\d.]+ s \([\d.]+ texts/s\)$")
+BBC_LABELS = ["business", "entertainment", "politics", "sports", "tech"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """An untrained d_model 16 classifier (max_length 24, [CLS] only) exported as a folder."""
+    torch.manual_seed(0)
+    tokenizer = train_tokenizer(CORPUS, "wordpiece", vocab_size=80, max_chars=1000)
+    config = EncoderConfig(
+        vocab_size=tokenizer.get_vocab_size(), d_model=16, num_heads=2, d_ff=32, num_layers=2,
+        max_len=32, dropout=0.0, pad_id=tokenizer.token_to_id("[PAD]"),
+    )  # fmt: skip
+    model = TransformerClassifier(config, len(LABELS), pooling="mean")
+    checkpoint = {
+        "hyper_parameters": {**config.to_dict(), "num_classes": 3, "pooling": "mean"},
+        "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+        "tokenizer_json": tokenizer.to_str(),
+        "max_length": 24,
+        "label_names": LABELS,
+    }
+    return str(export(checkpoint, tmp_path_factory.mktemp("exports") / "toy"))
+
+
+@pytest.fixture(scope="module")
+def classifier(folder):
+    return open_classifier(folder)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(single_thread):
+    """Tiny models on a busy machine: one intra-op thread (see conftest)."""
+
+
+def predict(capsys, *argv: str) -> list[dict]:
+    """Runs `main(argv)`, checks it succeeded, returns the JSON lines it printed."""
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert RATE.match(captured.err.splitlines()[-1]), captured.err
+    return [json.loads(line) for line in captured.out.splitlines()]
+
+
+def assert_same(results: list[dict], expected: list[dict]) -> None:
+    assert [r["text"] for r in results] == [r["text"] for r in expected]
+    assert [r["label"] for r in results] == [r["label"] for r in expected]
+    for got, want in zip(results, expected, strict=True):
+        assert got["probabilities"] == pytest.approx(want["probabilities"], abs=2e-6)
+
+
+def write_table(path, rows: list[dict]) -> None:
+    if path.suffix == ".csv":
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif path.suffix == ".json":
+        path.write_text(json.dumps(rows), encoding="utf-8")
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".json", ".parquet"])
+def test_table_rows_keep_multiline_texts_in_input_order(
+    folder, classifier, capsys, tmp_path, suffix
+):
+    table = tmp_path / f"inputs{suffix}"
+    write_table(table, [{"id": i, "body": text} for i, text in enumerate(TEXTS)])  # guessed
+
+    results = predict(capsys, "--model", folder, "--input", str(table), "--batch_size", "2")
+
+    assert_same(results, classifier.predict(TEXTS))
+    assert results[1]["text"] == "ham and eggs,\nthen a sunny morning"
+
+
+def test_text_column_names_the_column(folder, classifier, capsys, tmp_path):
+    table = tmp_path / "inputs.csv"
+    write_table(table, [{"text": "ignored", "msg": text} for text in TEXTS])
+    results = predict(capsys, "--model", folder, "--input", str(table), "--text_column", "msg")
+    assert_same(results, classifier.predict(TEXTS))
+
+
+def test_arguments_come_before_a_txt_file_and_blank_lines_are_skipped(
+    folder, classifier, capsys, tmp_path
+):
+    (tmp_path / "in.txt").write_text(f"{TEXTS[2]}\n\n{TEXTS[3]}\n", encoding="utf-8")
+    argv = ["--model", folder, TEXTS[0], "--input", str(tmp_path / "in.txt")]
+    assert_same(predict(capsys, *argv), classifier.predict([TEXTS[0], *TEXTS[2:]]))
+
+
+def test_stdin_input(folder, classifier, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{TEXTS[0]}\n{TEXTS[2]}\n"))
+    results = predict(capsys, "--model", folder, "--input", "-")
+    assert_same(results, classifier.predict([TEXTS[0], TEXTS[2]]))
+
+
+def test_sorted_batches_come_back_in_input_order_with_a_progress_bar(
+    folder, classifier, capsys, tmp_path
+):
+    texts = [f"{'ham and eggs ' * (i % 5)}text {i}" for i in range(11)]  # mixed lengths
+    (tmp_path / "in.txt").write_text("\n".join(texts), encoding="utf-8")
+    code = main(["--model", folder, "--input", str(tmp_path / "in.txt"), "--batch_size", "3"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert_same([json.loads(line) for line in captured.out.splitlines()], classifier.predict(texts))
+    assert "predict: 100%" in captured.err and "4/4" in captured.err  # 11 texts, 4 batches
+    assert RATE.match(captured.err.splitlines()[-1])
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+
+def test_output_jsonl_holds_what_stdout_would(folder, classifier, capsys, tmp_path):
+    out = tmp_path / "sub" / "out.jsonl"
+    assert main(["--model", folder, *TEXTS, "--output", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert_same([json.loads(line) for line in lines], classifier.predict(TEXTS))
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out.jsonl"]
+
+
+def test_output_csv_has_a_probability_column_per_label(folder, classifier, capsys, tmp_path):
+    out = tmp_path / "out.csv"
+    assert main(["--model", folder, *TEXTS, "--output", str(out)]) == 0
+    with out.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["text", "label", "prob_ham", "prob_eggs", "prob_spam"]
+    expected = classifier.predict(TEXTS)
+    assert [r["text"] for r in rows] == TEXTS  # the two-line text survives the round trip
+    for row, want in zip(rows, expected, strict=True):
+        assert row["label"] == want["label"]
+        for name, p in want["probabilities"].items():
+            assert float(row[f"prob_{name}"]) == pytest.approx(p, abs=2e-6)
+
+
+def test_top_k_keeps_the_most_probable_labels(folder, classifier, capsys, tmp_path):
+    results = predict(capsys, "--model", folder, *TEXTS, "--top_k", "2")
+    for result, full in zip(results, classifier.predict(TEXTS), strict=True):
+        ranked = sorted(full["probabilities"], key=full["probabilities"].get, reverse=True)
+        assert list(result["probabilities"]) == ranked[:2]
+        assert result["label"] == ranked[0] == full["label"]
+
+    out = tmp_path / "top.csv"
+    assert main(["--model", folder, TEXTS[0], "--top_k", "1", "--output", str(out)]) == 0
+    row = next(csv.DictReader(out.open(newline="", encoding="utf-8")))
+    assert [k for k, v in row.items() if k.startswith("prob_") and v] == [f"prob_{row['label']}"]
+
+
+# --- long texts -----------------------------------------------------------------------------
+
+
+def test_windows_keep_the_head_and_the_closing_token():
+    ids, special = [2, *range(10, 30), 3], [1, *[0] * 20, 1]  # [CLS] 20 tokens [SEP]
+
+    cut = windows(ids, special, max_length=8, stride=2)
+
+    assert all(w[0] == 2 and w[-1] == 3 and len(w) <= 8 for w in cut)
+    assert [w[1:-1] for w in cut] == [list(range(s, min(s + 6, 30))) for s in (10, 14, 18, 22, 26)]
+    assert windows(ids, special, max_length=22, stride=2) == [ids]  # fits: unchanged
+    no_closing = windows(ids[:-1], special[:-1], max_length=8, stride=0)
+    assert no_closing == [[2, *range(s, min(s + 7, 30))] for s in (10, 17, 24)]
+
+
+def test_chunk_averages_the_logits_of_the_windows(folder, classifier, capsys):
+    ids = classifier.tokenizer.encode(LONG).ids
+    assert ids[0] == classifier.tokenizer.token_to_id("[CLS]") and len(ids) > 2 * 24
+    body, width, stride = ids[1:], 23, 5  # [CLS] + 23 tokens; no closing token here
+    starts = range(0, len(body) - stride, width - stride)
+    pieces = [[ids[0], *body[s : s + width]] for s in starts]
+    assert pieces[-1][-1] == ids[-1]  # the last window reaches the end
+    expected = torch.stack([classifier.logits_of_ids([p], 1)[0] for p in pieces]).mean(0)
+
+    got = document_logits(classifier, [TEXTS[0], LONG], "chunk", stride, batch_size=2)
+
+    torch.testing.assert_close(got[1], expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got[0], classifier.logits([TEXTS[0]])[0], atol=1e-6, rtol=0)
+    argv = ["--model", folder, LONG, "--long_text", "chunk", "--stride", "5"]
+    assert_same(predict(capsys, *argv), classifier.results([LONG], expected[None]))
+    truncated = predict(capsys, "--model", folder, LONG)  # the first window alone
+    assert_same(truncated, classifier.results([LONG], classifier.logits_of_ids(pieces[:1])))
+
+
+def test_a_short_text_reads_the_same_in_both_modes(folder, capsys):
+    chunked = predict(capsys, "--model", folder, TEXTS[1], "--long_text", "chunk")
+    assert predict(capsys, "--model", folder, TEXTS[1]) == chunked
+
+
+# --- user errors: one line, exit 2, nothing written -----------------------------------------
+
+
+def _table(tmp_path, name: str, content: str | bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], r"no input: pass texts as arguments or --input FILE \(one text per line\)"),
+        (["--input", "{blank.txt}"], r"no input: pass texts"),
+        (["--input", "{none.txt}"], r"--input .*none\.txt: no such file"),
+        (["--input", "{t.xlsx}"], r"--input .*t\.xlsx: unknown file type '\.xlsx'; use \.txt or"),
+        (["--input", "{bad.jsonl}"], r"--input .*bad\.jsonl: unreadable as jsonl \(Expecting"),
+        (["--input", "{bad.parquet}"], r"--input .*bad\.parquet: unreadable as parquet \("),
+        (
+            ["--input", "{num.jsonl}"],
+            r"--input .*num\.jsonl: column 'text' holds int values \(row 1\), not text; pass",
+        ),
+        (
+            ["--input", "{t.csv}", "--text_column", "zz"],
+            r"--input .*t\.csv: text_column 'zz' not found; available columns: \['a', 'b'\]",
+        ),
+        (["--input", "{t.csv}"], r"--input .*t\.csv: cannot guess the text column from \['a'"),
+        (["x", "--text_column", "a"], r"--text_column a needs --input FILE with one of \.csv"),
+        (["x", "--top_k", "0"], r"--top_k \(0\) must be at least 1"),
+        (["x", "--top_k", "4"], r"--top_k \(4\) must be at most the number of labels \(3\)"),
+        (["x", "--long_text", "chunk", "--stride", "-1"], r"--stride \(-1\) must be in \[0, 22\)"),
+        (["x", "--long_text", "chunk", "--stride", "22"], r"--stride \(22\) must be in \[0, 22\)"),
+        (["x", "--stride", "3"], r"--stride \(3\) applies only with --long_text chunk"),
+        (["x", "--output", "{out.txt}"], r"--output .*out\.txt: unknown file type '\.txt'; use"),
+        (["x", "--batch_size", "0"], r"--batch_size \(0\) must be at least 1"),
+        (["x", "--model", "/missing"], r"/missing: no such file or folder; pass a \.ckpt"),
+    ],
+)
+def test_user_errors(folder, capsys, tmp_path, args, message):
+    files = {
+        "blank.txt": "\n  \n",
+        "t.xlsx": "a,b\n1,2\n",
+        "t.csv": "a,b\n1,2\n",
+        "bad.jsonl": '{"text": "fine"}\n{"text": \n',
+        "bad.parquet": b"PAR1 not really",
+        "num.jsonl": '{"text": "fine"}\n{"text": 7}\n',
+    }
+    paths = {name: _table(tmp_path, name, content) for name, content in files.items()}
+    paths |= {"none.txt": str(tmp_path / "none.txt"), "out.txt": str(tmp_path / "out.txt")}
+    argv = [paths[a[1:-1]] if a.startswith("{") else a for a in args]
+    out = tmp_path / "out.jsonl"
+
+    code = main(["--model", folder, *argv] + ([] if "--output" in argv else ["--output", str(out)]))
+
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert re.match(f"error: {message}", captured.err), captured.err
+    assert not out.exists() and not (tmp_path / "out.txt").exists()
+
+
+# --- the real script and checkpoints --------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -23,77 +301,57 @@ def best_ckpt(tiny_run):
 
 
 @pytest.mark.slow
-def test_script_prints_one_json_object_per_input(run_script, best_ckpt, tmp_path):
-    inputs = tmp_path / "inputs.txt"
-    inputs.write_text(f"{TEXTS[1]}\n\n{TEXTS[2]}\n", encoding="utf-8")  # blank lines skipped
-
-    proc = run_script(
-        "predict.py", "--ckpt_path", best_ckpt, TEXTS[0], "--input", inputs, cwd=tmp_path
-    )
+def test_script_reads_stdin_with_the_old_ckpt_path_flag(best_ckpt, shared_cache, tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    command = [sys.executable, str(REPO / "scripts" / "predict.py"), "--ckpt_path", str(best_ckpt)]
+    proc = subprocess.run(
+        [*command, "Shares fell sharply.", "--input", "-"], input="The striker scored.\n\n",
+        cwd=work, env=script_env(shared_cache, home), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
 
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [r["text"] for r in results] == TEXTS
+    assert [r["text"] for r in results] == ["Shares fell sharply.", "The striker scored."]
     for result in results:
-        assert result.keys() == {"text", "label", "probabilities"}
-        assert list(result["probabilities"]) == LABELS
+        assert list(result["probabilities"]) == BBC_LABELS
         assert sum(result["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
-        assert result["label"] == max(result["probabilities"], key=result["probabilities"].get)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs.txt"]
+    assert RATE.match(proc.stderr.splitlines()[-1])
+    assert list(work.iterdir()) == []  # nothing written
 
 
-def test_no_input_exits_2(capsys):
-    assert main(["--ckpt_path", "/missing.ckpt"]) == 2
+@pytest.mark.slow
+def test_a_checkpoint_predicts_alike_in_any_batching(best_ckpt):
+    classifier = open_classifier(best_ckpt)
+    texts = ["Shares fell after profits missed forecasts.", "The striker scored twice.", "x"]
+    alone = [classifier.predict([text])[0] for text in texts]
+    assert_same(classifier.predict(texts, batch_size=3), alone)
+    assert (classifier.labels, classifier.max_length) == (BBC_LABELS, 64)
+
+
+@pytest.mark.slow
+def test_checkpoint_without_tokenizer_is_rejected(best_ckpt, tmp_path, capsys):
+    checkpoint = torch.load(best_ckpt, weights_only=True)
+    checkpoint["tokenizer_json"] = None
+    torch.save(checkpoint, tmp_path / "bare.ckpt")
+    assert main(["--model", str(tmp_path / "bare.ckpt"), "text"]) == 2
     assert capsys.readouterr().err == (
-        "error: no input: pass texts as arguments or --input FILE (one text per line)\n"
+        "error: the checkpoint holds no tokenizer; was it saved by tscratch?\n"
     )
 
 
-def test_blank_input_file_is_no_input(capsys, tmp_path):
-    (tmp_path / "empty.txt").write_text("\n  \n", encoding="utf-8")
-    assert main(["--ckpt_path", "/missing.ckpt", "--input", str(tmp_path / "empty.txt")]) == 2
-    assert capsys.readouterr().err.startswith("error: no input: pass texts")
-
-
-def test_missing_checkpoint_exits_2(capsys):
-    assert main(["--ckpt_path", "/missing.ckpt", "some text"]) == 2
-    assert capsys.readouterr().err == "error: --ckpt_path /missing.ckpt: no such file\n"
-
-
-def test_missing_input_file_exits_2(capsys, tmp_path):
-    missing = tmp_path / "nope.txt"
-    assert main(["--ckpt_path", "/missing.ckpt", "--input", str(missing)]) == 2
-    assert capsys.readouterr().err == f"error: --input {missing}: no such file\n"
-
-
 @pytest.mark.slow
-def test_stdin_input(best_ckpt, capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(f"{TEXTS[0]}\n"))
-    assert main(["--ckpt_path", str(best_ckpt), "--input", "-"]) == 0
-    assert json.loads(capsys.readouterr().out)["text"] == TEXTS[0]
+def test_predict_check_runs_at_toy_size(run_script, best_ckpt, tmp_path):
+    pytest.importorskip("onnxruntime")
+    folder = export(best_ckpt, tmp_path / "bbc", onnx=True, quantize=True)
+    args = ["--model", folder, "--limit", "6", "--time_texts", "3"]
 
+    proc = run_script("predict_check.py", *args, cwd=tmp_path)
 
-@pytest.mark.slow
-def test_predictions_do_not_depend_on_batching(best_ckpt):
-    predictor = Predictor(best_ckpt)
-    together = list(predictor.predict(TEXTS, batch_size=3))
-    alone = [next(predictor.predict([text])) for text in TEXTS]
-
-    assert [r["label"] for r in together] == [r["label"] for r in alone]
-    for a, b in zip(together, alone, strict=True):
-        assert a["probabilities"] == pytest.approx(b["probabilities"], abs=1e-5)
-    assert predictor.labels == LABELS
-    assert predictor.max_length == 64
-
-
-@pytest.mark.slow
-def test_checkpoint_without_tokenizer_is_rejected(best_ckpt, tmp_path):
-    checkpoint = torch.load(best_ckpt, weights_only=True)
-    checkpoint["tokenizer_json"] = None
-    path = tmp_path / "bare.ckpt"
-    torch.save(checkpoint, path)
-
-    with pytest.raises(
-        ValueError, match=r"bare\.ckpt holds no tokenizer; was it saved by tscratch"
-    ):
-        Predictor(path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for mode in ["truncate", "chunk"]:
+        row = rf"\| accuracy, --long_text {mode} \| [\d.]+ % of 6 \(\d+ longer than 64 tokens\) \|"
+        assert re.search(row, proc.stdout)
+    for name in ["PyTorch fp32", "model.onnx", "model.int8.onnx"]:
+        for batch in (1, 32):
+            assert re.search(rf"\| {name}, batch {batch} \| [\d.]+ texts/s \|", proc.stdout)

@@ -1,91 +1,196 @@
-"""Predictions from a checkpoint alone: model, tokenizer and label names all come from the file.
+"""Labels for one text or a million: `scripts/predict.py`.
 
-`python scripts/predict.py --ckpt_path CKPT [TEXT ...] [--input FILE]` prints one JSON object per
-input: `{"text": ..., "label": ..., "probabilities": {label: p, ...}}`. The checkpoint is read
-with `weights_only=True`, so a file from a stranger cannot run code.
+`python scripts/predict.py --model SOURCE [TEXT ...] [--input FILE|-] [--output FILE]` prints
+(or writes) one object per text, in input order: `{"text", "label", "probabilities"}`. SOURCE is
+whatever `open_classifier` opens: a fit.py checkpoint (read as data only), an exported folder, or
+its `model.onnx` / `model.int8.onnx`. File formats are described in `tscratch.cli.predict_io`.
+
+Texts are run longest first in batches of similar length, so batches carry little padding; the
+results are put back in input order. A text longer than the model's `max_length` is cut, as in
+training, or with `--long_text chunk` read whole in overlapping windows (see `document_logits`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+import time
+from collections.abc import Sequence
 
 import torch
-from tokenizers import Tokenizer
+from torch import Tensor
+from tqdm import tqdm
 
-from tscratch.data.encoding import encode_texts
-from tscratch.errors import MissingFile, UserError, report
-from tscratch.training.checkpointing import read_checkpoint
-from tscratch.training.classification import ClassificationTask
-
-
-class Predictor:
-    """A trained classifier with its tokenizer, ready to label raw texts."""
-
-    def __init__(self, ckpt_path: str | Path, device: str = "cpu") -> None:
-        path = Path(ckpt_path)
-        if not path.is_file():
-            raise MissingFile(f"--ckpt_path {ckpt_path}: no such file")
-        # Read once, as data only: one clear line for a torn, corrupt or code-carrying file.
-        checkpoint = read_checkpoint(path, map_location=device)
-        self.model = ClassificationTask.from_checkpoint(checkpoint).to(device).eval()
-        if self.model.tokenizer_json is None:
-            raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
-        self.tokenizer = Tokenizer.from_str(self.model.tokenizer_json)
-        self.max_length = self.model.max_length or self.model.config.max_len
-        self.labels = self.model.label_names
-
-    @torch.inference_mode()
-    def predict(self, texts: Sequence[str], batch_size: int = 32) -> Iterator[dict]:
-        """Yield one result dict per text, in order."""
-        for start in range(0, len(texts), batch_size):
-            chunk = list(texts[start : start + batch_size])
-            batch = encode_texts(self.tokenizer, chunk, self.max_length, self.model.hparams.pad_id)
-            batch = {k: v.to(self.model.device) for k, v in batch.items()}
-            probs = self.model(batch["input_ids"], batch["attention_mask"]).float().softmax(-1)
-            for text, p in zip(chunk, probs.tolist(), strict=True):
-                best = max(range(len(p)), key=p.__getitem__)
-                yield {
-                    "text": text,
-                    "label": self.labels[best],
-                    "probabilities": {
-                        name: round(q, 6) for name, q in zip(self.labels, p, strict=True)
-                    },
-                }
+from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.predict_io import check_output, read_inputs, write_results
+from tscratch.data.encoding import encode_ids
+from tscratch.errors import UserError, report
+from tscratch.export import ExportedClassifier
 
 
-def _read_inputs(texts: list[str], input_file: str | None) -> list[str]:
-    lines = list(texts)
-    if input_file is not None:
-        if input_file == "-":
-            lines += sys.stdin.read().splitlines()
-        else:
-            path = Path(input_file)
-            if not path.is_file():
-                raise MissingFile(f"--input {input_file}: no such file")
-            lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        raise UserError("no input: pass texts as arguments or --input FILE (one text per line)")
-    return lines
+def windows(
+    ids: Sequence[int], special: Sequence[int], max_length: int, stride: int
+) -> list[list[int]]:
+    """Overlapping windows of at most `max_length` ids that together cover a tokenized text.
+
+    A text that fits is one window, unchanged. Otherwise the ids between the leading special
+    token (`[CLS]`) and a closing one (a BERT tokenizer's `[SEP]`), if the tokenizer adds them,
+    are cut into pieces that overlap by `stride` ids, and each piece gets the same head and
+    tail; the first window is the text as `encode_ids` cuts it.
+
+    Args:
+        ids: the text's token ids, special tokens included.
+        special: the tokenizer's `special_tokens_mask` of `ids` (1 = special token).
+        max_length: the most ids the model reads at once.
+        stride: ids shared by neighbouring windows; less than the room left for text.
+    """
+    if len(ids) <= max_length:
+        return [list(ids)]
+    head = list(ids[:1]) if special[0] else []
+    tail = list(ids[-1:]) if special[-1] else []
+    body = ids[len(head) : len(ids) - len(tail)]
+    width = max_length - len(head) - len(tail)
+    if not 0 <= stride < width:
+        raise ValueError(f"stride ({stride}) must be in [0, {width})")
+    out, start = [], 0
+    while True:
+        out.append([*head, *body[start : start + width], *tail])
+        if start + width >= len(body):
+            return out
+        start += width - stride
+
+
+def document_logits(
+    classifier: ExportedClassifier,
+    texts: Sequence[str],
+    long_text: str = "truncate",
+    stride: int = 0,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> Tensor:
+    """Float32 logits (N, C) of `texts`, in order.
+
+    Args:
+        classifier: the model (see `open_classifier`).
+        texts: the documents.
+        long_text: "truncate" reads the first `max_length` tokens of each text, as training
+            did; "chunk" reads every token through `windows` and gives a document the mean of
+            its windows' logits, so its softmax is the normalised geometric mean of the
+            windows' probabilities.
+        stride: tokens shared by neighbouring windows ("chunk" only).
+        batch_size: rows (texts or windows) per forward pass.
+        progress: show a progress bar on stderr when there is more than one batch.
+    """
+    if long_text == "truncate":
+        ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
+        return sorted_logits(classifier, ids, batch_size, progress)
+    rows, owners = [], []
+    for doc, encoding in enumerate(classifier.tokenizer.encode_batch(list(texts))):
+        cut = windows(encoding.ids, encoding.special_tokens_mask, classifier.max_length, stride)
+        rows += cut
+        owners += [doc] * len(cut)
+    logits = sorted_logits(classifier, rows, batch_size, progress)  # (windows, C)
+    owner = torch.tensor(owners, dtype=torch.long)
+    sums = torch.zeros(len(texts), logits.shape[1]).index_add_(0, owner, logits)  # (N, C)
+    return sums / torch.bincount(owner, minlength=len(texts))[:, None]
+
+
+def sorted_logits(
+    classifier: ExportedClassifier, ids: Sequence[list[int]], batch_size: int, progress: bool
+) -> Tensor:
+    """`classifier.logits_of_ids(ids)`, run longest first so each batch holds rows of similar
+    length (less padding), and returned in the order of `ids`."""
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    out = torch.empty(len(ids), len(classifier.labels))
+    quiet = not progress or len(batches) < 2
+    for batch in tqdm(batches, desc="predict", unit="batch", file=sys.stderr, disable=quiet):
+        out[batch] = classifier.logits_of_ids([ids[i] for i in batch], len(batch))
+    return out
+
+
+def keep_top(result: dict, k: int) -> dict:
+    """`result` with only its `k` most probable labels, most probable first."""
+    ranked = sorted(result["probabilities"].items(), key=lambda item: -item[1])
+    return {**result, "probabilities": dict(ranked[:k])}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("texts", nargs="*", help="texts to classify (before those of --input)")
+    add(
+        "--model", "--ckpt_path", dest="model", required=True, metavar="SOURCE",
+        help="a fit.py .ckpt, an exported folder, or its model.onnx / model.int8.onnx "
+        "(--ckpt_path is the same flag, kept for older commands)",
+    )  # fmt: skip
+    add(
+        "--input", metavar="FILE", help="'-' (stdin) or .txt: one text per line; "
+        ".csv/.jsonl/.json/.parquet: one text per row, in --text_column",
+    )  # fmt: skip
+    add(
+        "--text_column", metavar="NAME", help="the column of texts in a table file "
+        "(default: guessed from common names such as text, content, review)",
+    )  # fmt: skip
+    add(
+        "--output", metavar="FILE", help="write the results to a .jsonl (JSON lines) or .csv "
+        "file (columns text, label, prob_<label>...) instead of JSON lines on stdout",
+    )  # fmt: skip
+    add("--top_k", type=int, metavar="K", help="keep only the K most probable labels")
+    add(
+        "--long_text", choices=["truncate", "chunk"], default="truncate",
+        help="texts longer than the model's max_length: cut them (as in training), or read "
+        "them whole in overlapping windows and average the windows' logits (the geometric "
+        "mean of their probabilities, normalised)",
+    )  # fmt: skip
+    add(
+        "--stride", type=int, metavar="N", help="with --long_text chunk: tokens shared by "
+        "neighbouring windows (default max_length // 4)",
+    )  # fmt: skip
+    add("--batch_size", type=int, default=32, metavar="N", help="texts (or windows) per pass")
+    add("--device", default="cpu", help="where a PyTorch model runs")
+    return parser
+
+
+def run(args: argparse.Namespace) -> None:
+    """Check the flags, read the texts and the model, and write the results."""
+    output = check_output(args.output) if args.output is not None else None
+    if args.top_k is not None and args.top_k < 1:
+        raise UserError(f"--top_k ({args.top_k}) must be at least 1")
+    if args.batch_size < 1:
+        raise UserError(f"--batch_size ({args.batch_size}) must be at least 1")
+    if args.stride is not None and args.long_text != "chunk":
+        raise UserError(f"--stride ({args.stride}) applies only with --long_text chunk")
+    texts = read_inputs(args.texts, args.input, args.text_column)
+    classifier = open_classifier(args.model, args.device)
+    if args.top_k is not None and args.top_k > len(classifier.labels):
+        raise UserError(
+            f"--top_k ({args.top_k}) must be at most the number of labels "
+            f"({len(classifier.labels)})"
+        )
+    stride = classifier.max_length // 4 if args.stride is None else args.stride
+    if args.long_text == "chunk" and not 0 <= stride < classifier.max_length - 2:
+        raise UserError(
+            f"--stride ({stride}) must be in [0, {classifier.max_length - 2}) for a model of "
+            f"max_length {classifier.max_length}"
+        )
+    start = time.perf_counter()
+    logits = document_logits(
+        classifier, texts, args.long_text, stride, args.batch_size, args.input is not None
+    )
+    seconds = time.perf_counter() - start
+    results = classifier.results(texts, logits)
+    if args.top_k is not None:
+        results = [keep_top(result, args.top_k) for result in results]
+    write_results(results, classifier.labels, output)
+    rate = len(texts) / max(seconds, 1e-9)
+    print(f"{len(texts)} texts in {seconds:.2f} s ({rate:.1f} texts/s)", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("texts", nargs="*", help="texts to classify")
-    parser.add_argument("--ckpt_path", required=True, help="checkpoint written by fit.py")
-    parser.add_argument("--input", help="file with one text per line ('-' for stdin)")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--device", default="cpu")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
-        texts = _read_inputs(args.texts, args.input)
-        predictor = Predictor(args.ckpt_path, args.device)
-        for result in predictor.predict(texts, args.batch_size):
-            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        run(args)
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     return 0

@@ -1,0 +1,148 @@
+"""The files of `scripts/predict.py`: texts in, results out.
+
+Inputs (`--input`): `.txt` holds one text per line (blank lines skipped), as does `-` (stdin);
+`.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in `--text_column` or in a column
+guessed the way training guesses it (`TEXT_COLUMNS`). Table rows are all kept, an empty cell
+as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span lines.
+
+Outputs (`--output`): JSON lines (`.jsonl`, the objects printed to stdout without `--output`) or
+CSV (`.csv`: `text,label,prob_<label>...`, a blank cell for a label left out by `--top_k`). The
+file is written beside its destination and moved into place whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tscratch.data.sources import TEXT_COLUMNS, pick_column
+from tscratch.errors import MissingFile, UserError
+
+TABLES = (".csv", ".jsonl", ".json", ".parquet")
+OUTPUTS = (".jsonl", ".csv")
+
+
+def read_inputs(texts: Sequence[str], source: str | None, text_column: str | None) -> list[str]:
+    """The argument `texts` followed by those of `--input source` (a file, or `-` for stdin)."""
+    found = [t for t in texts if t.strip()]
+    if text_column is not None and (source is None or Path(source).suffix not in TABLES):
+        raise UserError(
+            f"--text_column {text_column} needs --input FILE with one of {', '.join(TABLES)}"
+        )
+    if source == "-":
+        found += [line for line in sys.stdin.read().splitlines() if line.strip()]
+    elif source is not None:
+        found += read_file(source, text_column)
+    if not found:
+        raise UserError("no input: pass texts as arguments or --input FILE (one text per line)")
+    return found
+
+
+def read_file(source: str, text_column: str | None) -> list[str]:
+    """The texts of a `.txt` file or of one column of a table file (see the module doc)."""
+    path = Path(source)
+    if not path.is_file():
+        raise MissingFile(f"--input {source}: no such file")
+    if path.suffix == ".txt":
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return [line for line in lines if line.strip()]
+    if path.suffix not in TABLES:
+        raise UserError(
+            f"--input {source}: unknown file type {path.suffix!r}; use .txt or one of "
+            f"{', '.join(TABLES)} (or - for stdin)"
+        )
+    try:
+        name, values = _read_column(path, text_column)
+        return [_text(value, name, row) for row, value in enumerate(values)]
+    except UserError as error:
+        raise UserError(f"--input {source}: {error}") from None
+    except (ValueError, OSError, csv.Error) as error:  # pyarrow's errors derive from these
+        reason = " ".join(str(error).split())[:200]
+        raise UserError(f"--input {source}: unreadable as {path.suffix[1:]} ({reason})") from None
+
+
+def _read_column(path: Path, text_column: str | None) -> tuple[str, list[Any]]:
+    """The name and the values of the text column of a table file."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq  # installed with datasets
+
+        name = pick_column(pq.read_schema(path).names, text_column, TEXT_COLUMNS, "text")
+        return name, pq.read_table(path, columns=[name]).column(0).to_pylist()
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text))
+        columns, rows = list(reader.fieldnames or []), list(reader)
+    else:
+        rows = _json_rows(text, path.suffix)
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    if not rows:
+        return "", []
+    name = pick_column(columns, text_column, TEXT_COLUMNS, "text")
+    return name, [row.get(name) for row in rows]
+
+
+def _json_rows(text: str, suffix: str) -> list[dict[str, Any]]:
+    """Rows of JSON lines, or of a .json file holding a list of objects or an object of columns
+    (a .json file of JSON lines is read too, as `datasets` reads it)."""
+    data = None
+    if suffix == ".json":
+        with contextlib.suppress(json.JSONDecodeError):
+            data = json.loads(text)
+    if data is None:
+        data = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
+        data = [dict(zip(data, row, strict=True)) for row in zip(*data.values(), strict=True)]
+    if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
+        raise ValueError("expected JSON objects, one per row, or an object of columns")
+    return data
+
+
+def _text(value: Any, column: str, row: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise UserError(
+            f"column {column!r} holds {type(value).__name__} values (row {row}), not text; "
+            "pass the column of texts as --text_column"
+        )
+    return value
+
+
+def check_output(output: str) -> Path:
+    """`--output` as a path, refused unless it ends in one of `OUTPUTS` (before any work)."""
+    path = Path(output)
+    if path.suffix not in OUTPUTS:
+        raise UserError(
+            f"--output {output}: unknown file type {path.suffix!r}; use .jsonl (JSON lines) or .csv"
+        )
+    return path
+
+
+def write_results(results: list[dict[str, Any]], labels: Sequence[str], out: Path | None) -> None:
+    """Write `results` as JSON lines to stdout, or to `out` (`.jsonl` or `.csv`)."""
+    if out is None:
+        for result in results:
+            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8", newline="") as f:
+            if out.suffix == ".csv":
+                writer = csv.writer(f)
+                writer.writerow(["text", "label", *(f"prob_{name}" for name in labels)])
+                for r in results:
+                    probs = r["probabilities"]
+                    writer.writerow([r["text"], r["label"], *(probs.get(n, "") for n in labels)])
+            else:
+                f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
