@@ -1,1 +1,3 @@
-"""Entry points: `fit` (the LightningCLI), `predict` and `evaluate`; `scripts/*.py` call these."""
+"""Entry points that `scripts/*.py` call: `fit` (the LightningCLI), `pretrain`, `evaluate`
+(test.py), `predict`, `export` and `serve`; `classifiers.open_classifier` is what the last three
+share to open a model."""

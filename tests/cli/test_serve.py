@@ -1,0 +1,268 @@
+"""`scripts/serve.py` (`tscratch.cli.serve`) and `scripts/load_test.py` against a real server.
+
+One server per module: the real script in a subprocess on a free localhost port, serving a tiny
+untrained exported folder with one worker, spoken to over HTTP with `urllib`. Starting it takes
+10-20 s on a busy machine, so those tests are slow. The request checks (`texts_of`) and the
+command-line errors run in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, script_env
+from tests.test_export import LABELS, TEXTS, checkpoint  # noqa: F401 - `checkpoint` is a fixture
+from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.serve import BadRequest, Limits, main, texts_of
+from tscratch.export import export
+
+STARTUP_S = 180
+GOOD = [text for text in TEXTS if text.strip()]  # the server refuses an empty text
+EXTRA = 'error: serving needs the serve extra: pip install "tscratch[serve]"\n'
+
+
+@pytest.fixture(scope="module")
+def folder(checkpoint, tmp_path_factory) -> str:  # noqa: F811
+    return str(export(checkpoint, tmp_path_factory.mktemp("serve") / "toy"))
+
+
+@pytest.fixture(scope="module")
+def expected(folder) -> dict[str, dict]:
+    """What `open_classifier(folder).predict` says of each good text."""
+    return {r["text"]: r for r in open_classifier(folder).predict(GOOD)}
+
+
+@pytest.fixture(scope="module")
+def server(folder, tmp_path_factory):
+    """The URL of `scripts/serve.py` serving `folder`; stopped (its whole group) at the end."""
+    pytest.importorskip("litserve")
+    port, logs = free_port(), tmp_path_factory.mktemp("server_logs")
+    command = [sys.executable, str(REPO / "scripts" / "serve.py"), "--model", folder,
+               "--port", str(port), "--max_batch_size", "4", "--batch_timeout", "0.05"]  # fmt: skip
+    env = script_env(logs / "cache", logs / "home")
+    with (logs / "out").open("w") as out, (logs / "err").open("w") as err:
+        proc = subprocess.Popen(
+            command, cwd=logs, env=env, stdout=out, stderr=err, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, logs)
+        yield url
+    finally:
+        stop(proc)
+    assert not (logs / "client.py").exists()  # LitServe's client file is not written
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, logs: Path) -> None:
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the server exited ({proc.returncode}): {(logs / 'err').read_text()}")
+        try:
+            if get(url + "/health") == (200, "ok"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"no /health after {STARTUP_S} s: {(logs / 'err').read_text()[-2000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ctrl+C for a clean shutdown; then SIGKILL to what is left of the server's own group."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=20)
+    with contextlib.suppress(ProcessLookupError):  # the group the server leads (new session)
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+def post(url: str, body: object, raw: bool = False) -> tuple[int, dict]:
+    """POSTs `body` as JSON (or as the bytes given, `raw`); the status and the decoded answer."""
+    data = body if raw else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url + "/predict", data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def assert_answer(answer: dict, want: dict) -> None:
+    assert set(answer) == {"label", "probabilities"}
+    assert answer["label"] == want["label"]
+    assert answer["probabilities"] == pytest.approx(want["probabilities"], abs=1e-5)
+
+
+# --- the running server -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_health_and_info(server):
+    assert get(server + "/health") == (200, "ok")
+    status, body = get(server + "/info")
+    model = json.loads(body)["model"]
+    assert status == 200
+    assert model["labels"] == LABELS and model["max_length"] == 24
+    assert model["max_texts"] == 256 and model["max_text_chars"] == 100_000
+
+
+@pytest.mark.slow
+def test_one_text_gets_a_label_and_probabilities(server, expected):
+    status, answer = post(server, {"text": GOOD[0]})
+    assert status == 200
+    assert_answer(answer, expected[GOOD[0]])
+
+
+@pytest.mark.slow
+def test_several_texts_get_predictions_in_order(server, expected):
+    status, answer = post(server, {"texts": GOOD})
+    assert status == 200 and set(answer) == {"predictions"}
+    assert len(answer["predictions"]) == len(GOOD)
+    for got, text in zip(answer["predictions"], GOOD, strict=True):
+        assert_answer(got, expected[text])
+
+
+@pytest.mark.slow
+def test_concurrent_requests_are_batched_and_all_answered(server, expected):
+    bodies = [{"text": t} for t in GOOD] * 6 + [{"texts": GOOD[i:]} for i in range(len(GOOD))] * 2
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda body: post(server, body), bodies))
+    for body, (status, answer) in zip(bodies, answers, strict=True):
+        assert status == 200
+        if "text" in body:
+            assert_answer(answer, expected[body["text"]])
+        else:
+            for got, text in zip(answer["predictions"], body["texts"], strict=True):
+                assert_answer(got, expected[text])
+
+
+BAD = {
+    "invalid JSON": (b'{"text": "eggs"', 400, "the body is not valid JSON"),
+    "missing text": ({}, 400, "expected one field, text or texts, got []"),
+    "unknown field": ({"text": "eggs", "lang": "en"}, 400, 'got ["lang", "text"]'),
+    "not an object": (["eggs"], 400, "got an array"),
+    "empty text": ({"text": ""}, 400, "text is empty"),
+    "blank text": ({"texts": ["eggs", " \n"]}, 400, "texts[1] is empty"),
+    "no texts": ({"texts": []}, 400, "texts must be a non-empty array of strings"),
+    "non-string": ({"text": 7}, 400, "text must be a string, not a number"),
+    "non-string in texts": ({"texts": ["eggs", None]}, 400, "texts[1] must be a string, not null"),
+    "10 MB text": ({"text": "spam " * 2_000_000}, 413, "over --max_text_chars (100000)"),
+    "too many texts": ({"texts": ["eggs"] * 257}, 413, "257 texts is over --max_texts (256)"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body, status, reason", BAD.values(), ids=list(BAD))
+def test_bad_request_gets_a_4xx_and_the_server_goes_on(server, expected, body, status, reason):
+    got, answer = post(server, body, raw=isinstance(body, bytes))
+    assert got == status
+    assert set(answer) == {"detail"} and reason in answer["detail"]
+    assert "\n" not in answer["detail"]
+    assert_answer(post(server, {"text": GOOD[1]})[1], expected[GOOD[1]])
+
+
+@pytest.mark.slow
+def test_a_form_content_type_is_read_as_json(server, expected):
+    data = json.dumps({"text": GOOD[2]}).encode()
+    request = urllib.request.Request(server + "/predict", data=data)  # form-urlencoded, as curl -d
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert_answer(json.loads(response.read()), expected[GOOD[2]])
+
+
+@pytest.mark.slow
+def test_load_test_reports_each_level(server, tmp_path):
+    env = script_env(tmp_path / "cache", tmp_path)
+    flags = ["--requests", "6", "--concurrency", "1", "3", "--seconds", "30", "--json"]
+    command = [sys.executable, str(REPO / "scripts" / "load_test.py"), "--url", server, *flags]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    levels = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(s["clients"], s["requests"], s["errors"]) for s in levels] == [(1, 6, 0), (3, 6, 0)]
+    assert all(0 < s["p50_ms"] <= s["p99_ms"] for s in levels)
+
+
+# --- in-process: request checks and command-line errors -----------------------------------------
+
+
+def test_texts_of_reads_both_forms():
+    limits = Limits(max_texts=2, max_text_chars=5)
+    assert texts_of({"text": "eggs"}, limits) == (["eggs"], True)
+    assert texts_of({"texts": ["ham", "eggs"]}, limits) == (["ham", "eggs"], False)
+    with pytest.raises(BadRequest, match=r"texts\[0\] has 6 characters, over --max_text_chars"):
+        texts_of({"texts": ["bacon!"]}, limits)
+
+
+@pytest.mark.slow  # the script's imports take a few seconds
+def test_load_test_refuses_a_remote_host(tmp_path):
+    command = [sys.executable, str(REPO / "scripts" / "load_test.py"), "--url", "http://10.1.2.3"]
+    env = script_env(tmp_path / "cache", tmp_path)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --url http://10.1.2.3: the load test only targets")
+
+
+def test_missing_litserve_is_one_line(monkeypatch, capsys, folder):
+    monkeypatch.setitem(sys.modules, "litserve", None)  # `import litserve` raises ImportError
+    assert main(["--model", folder]) == 2
+    assert capsys.readouterr().err == EXTRA
+
+
+@pytest.mark.parametrize(
+    "flags, line",
+    [
+        (["--max_batch_size", "0"], "--max_batch_size (0) must be at least 1"),
+        (["--max_texts", "0"], "--max_texts (0) must be at least 1"),
+        (["--batch_timeout", "-1"], "--batch_timeout (-1.0) must be in [0, 30.0)"),
+        (["--port", "80"], "--port (80) must be from 1024 to 65535"),
+    ],
+)
+def test_bad_flags_are_one_line(capsys, folder, flags, line):
+    pytest.importorskip("litserve")
+    assert main(["--model", folder, *flags]) == 2
+    assert capsys.readouterr().err == f"error: {line}\n"
+
+
+def test_a_busy_port_is_one_line(capsys, folder):
+    pytest.importorskip("litserve")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["--model", folder, "--port", str(port)]) == 2
+    line = f"error: --port {port}: cannot listen on 127.0.0.1 (Address already in use); pick"
+    assert capsys.readouterr().err.startswith(line)
+
+
+def test_missing_model_is_one_line(capsys, tmp_path):
+    pytest.importorskip("litserve")
+    missing = tmp_path / "nope.ckpt"
+    assert main(["--model", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {missing}: no such file") and err.count("\n") == 1
