@@ -6,7 +6,7 @@ Runs, one after another (each alone on the machine, so the wall times compare):
   2. for each seed, `python scripts/fit.py --model.init_from CKPT` (default.yaml's recipe);
   3. for each seed, the same fit.py recipe and architecture from random weights;
 and TF-IDF + logistic regression on the same split. Prints a Markdown table (mean and each seed)
-and appends JSON lines to `DIR/results.jsonl`.
+and appends JSON lines to `DIR/results.jsonl`; run again, it skips the runs recorded there.
 
 Usage: `python scripts/pretrain_check.py [--seeds 0 1 2] [--out DIR] [--pretrained CKPT]
 [-- extra fit.py flags]`. Needs scikit-learn for the TF-IDF row. With the defaults this is about
@@ -55,7 +55,11 @@ def architecture_flags(checkpoint: Path) -> list[str]:
     flags = []
     for field in dataclasses.fields(EncoderConfig):
         if field.name not in skip and field.name in hparams:
-            flags += [f"--model.{field.name}", json.dumps(hparams[field.name])]
+            value = hparams[field.name]
+            flags += [
+                f"--model.{field.name}",
+                value if isinstance(value, str) else json.dumps(value),
+            ]
     return flags
 
 
@@ -75,6 +79,12 @@ def main() -> None:
     args = parser.parse_args()
     results = args.out / "results.jsonl"
     args.out.mkdir(parents=True, exist_ok=True)
+
+    done = {}  # runs an earlier, interrupted call already finished: not run again
+    if results.is_file():
+        for line in results.read_text().splitlines():
+            entry = json.loads(line)
+            done[(entry["run"], entry.get("seed"))] = entry
 
     def record(**entry) -> dict:
         with results.open("a") as file:
@@ -99,6 +109,9 @@ def main() -> None:
     }
     for seed in args.seeds:  # seed by seed: the first pair already shows the direction
         for name, extra in flags.items():
+            if (name, seed) in done:
+                rows[name].append(done[(name, seed)])
+                continue
             root = args.out / f"{name.replace(' ', '_')}-seed{seed}"
             stdout, wall = run(
                 "fit.py", [*extra, "--seed_everything", str(seed), *args.extra], root

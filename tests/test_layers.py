@@ -22,7 +22,7 @@ LAYERS = {
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}
 APART |= {("data", "masked_lm"), ("masked_lm", "data")}
 # An exported folder loads without Lightning: the exporter never imports the training side.
-APART |= {("export", "training"), ("training", "export")}
+APART |= {("export", "training")}
 
 
 def module_name(path: Path) -> str:

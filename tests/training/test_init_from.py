@@ -15,6 +15,7 @@ from tests.helpers import TINY_YAML
 from tscratch.cli.fit import main
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
+from tscratch.export import export
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.init_from import adopt_architecture, load_encoder, resolve_init_source
@@ -39,6 +40,19 @@ def test_a_fit_checkpoint_is_a_source(source_ckpt):
     assert source.encoder_state.keys() == {
         k.removeprefix("model.encoder.") for k in state["state_dict"] if ".encoder." in k
     }
+
+
+def test_an_exported_folder_is_a_source_with_the_checkpoints_encoder(source_ckpt, tmp_path):
+    folder = export(source_ckpt, tmp_path / "exported")
+    from_folder = resolve_init_source(str(folder))
+    from_ckpt = resolve_init_source(str(source_ckpt))
+
+    assert from_folder.config == from_ckpt.config
+    assert from_folder.tokenizer.to_str() == from_ckpt.tokenizer.to_str()
+    assert from_folder.encoder_state.keys() == from_ckpt.encoder_state.keys()
+    for key, value in from_ckpt.encoder_state.items():
+        assert torch.equal(from_folder.encoder_state[key], value), key
+    assert from_folder.source == str(folder)
 
 
 def test_setup_loads_the_encoder_and_keeps_a_new_head(source_ckpt):

@@ -28,6 +28,7 @@ from tscratch.export.folder import (
     classifier_from_checkpoint,
     export,
     from_checkpoint,
+    is_export,
     load,
     read_config,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "classifier_from_checkpoint",
     "export",
     "from_checkpoint",
+    "is_export",
     "load",
     "read_config",
     "require_export_extra",

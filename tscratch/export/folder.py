@@ -34,7 +34,7 @@ from tscratch.export.onnx_graph import (
 from tscratch.model import TransformerClassifier
 from tscratch.version import __version__
 
-FORMAT_VERSION = 1
+FORMAT, FORMAT_VERSION = "tscratch-classifier", 1
 """Bumped by any change that older tscratch versions would misread."""
 CONFIG, WEIGHTS, TOKENIZER, CARD = "config.json", "model.safetensors", "tokenizer.json", "README.md"
 ONNX, ONNX_INT8, TRAINING_CONFIG = "model.onnx", "model.int8.onnx", "training_config.yaml"
@@ -130,6 +130,15 @@ def from_checkpoint(checkpoint: dict[str, Any], device: str = "cpu") -> Exported
     model = classifier_from_checkpoint(checkpoint).to(device).eval()
     tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])
     return ExportedClassifier(_config(model, checkpoint), tokenizer, _forward_of(model, device))
+
+
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` looks like one `export` wrote (its config.json names the format)."""
+    try:
+        config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("format") == FORMAT
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -262,7 +271,7 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
         "label_names"
     )
     return {
-        "format": "tscratch-classifier",
+        "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "tscratch_version": __version__,
         "encoder": model.config.to_dict(),  # pad_id and vocab_size included

@@ -74,8 +74,8 @@ class ClassificationTask(EncoderTask):
                 each training batch, a different draw every step (word dropout, Iyyer et al.
                 2015). fit.py also takes "auto": chosen from the texts' typical length.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
-            init_from: start the encoder from pretrained weights: a fit.py checkpoint, a
-                BERT-family folder, 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id
+            init_from: start the encoder from pretrained weights: a fit.py or pretrain.py
+                checkpoint, a folder written by scripts/export.py, a BERT-family folder, 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id
                 (online). The CLI then takes the architecture and the tokenizer from it; the
                 classification head is new.
             head_lr: peak learning rate of the new classification head (default: lr). With a

@@ -1,9 +1,10 @@
 """Where a fine-tuning run's encoder comes from: `--model.init_from SOURCE`.
 
-SOURCE is a tscratch checkpoint (`.ckpt` written by fit.py), a BERT-family folder (config.json,
-weights, tokenizer), `minilm` (the packaged all-MiniLM-L6-v2) or a Hugging Face hub id when
-online. Whatever it is, it becomes one `Pretrained`: the encoder's config, its weights and its
-tokenizer. The classification head is always new.
+SOURCE is a tscratch checkpoint (`.ckpt` written by fit.py or pretrain.py), a folder written by
+scripts/export.py, a BERT-family folder (config.json, weights, tokenizer), `minilm` (the packaged
+all-MiniLM-L6-v2) or a Hugging Face hub id when online. Whatever it is, it becomes one
+`Pretrained`: the encoder's config, its weights and its tokenizer. The classification head is
+always new.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import nn
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
+from tscratch.export import TOKENIZER, WEIGHTS, is_export, read_config
 from tscratch.pretrained import Pretrained, load_pretrained
 from tscratch.training.checkpointing import read_checkpoint
 
@@ -29,7 +32,20 @@ def resolve_init_source(source: str) -> Pretrained:
     path = Path(source).expanduser()
     if path.suffix == ".ckpt" or path.is_file():
         return _from_checkpoint(path)
+    if is_export(path):
+        return _from_export(path)
     return load_pretrained(source)
+
+
+def _from_export(folder: Path) -> Pretrained:
+    """The encoder of a folder written by scripts/export.py (its classification head is left)."""
+    config = read_config(folder)
+    weights = load_file(str(folder / WEIGHTS))
+    prefix = "encoder."
+    state = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
+    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER))
+    encoder = EncoderConfig(**config["encoder"])
+    return Pretrained(config=encoder, encoder_state=state, tokenizer=tokenizer, source=str(folder))
 
 
 def _from_checkpoint(path: Path) -> Pretrained:
