@@ -369,6 +369,11 @@ def test_resume_check_ignores_training_settings(tmp_path):
     check_resume(changed, trained, keys, str(path))
     with pytest.raises(UserError, match=r"with label_names=\['a', 'b'\]; this run asks label_n"):
         check_resume({**trained, "label_names": ["b", "a"]}, trained, keys, str(path))
+    # The optimizer's parameter groups come from these: a change would not fit its saved state.
+    tuned = {**trained, "freeze_layers": 0, "head_lr": None}
+    asks = r"with head_lr=None, freeze_layers=0; this run asks head_lr=0.01, freeze_layers=1;"
+    with pytest.raises(UserError, match=asks):
+        check_resume({**tuned, "freeze_layers": 1, "head_lr": 0.01}, tuned, keys, str(path))
 
 
 @pytest.mark.slow

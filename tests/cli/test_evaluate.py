@@ -117,3 +117,10 @@ def test_config_gives_the_data_section_of_a_fit_config(tmp_path):
     assert config_data("default") == {"dataset": "bbc_news", "batch_size": 32}
     with pytest.raises(MissingFile, match=r"--config nowhere.yaml: no such file"):
         config_data("nowhere.yaml")
+
+
+def test_more_than_one_device_is_refused(capsys):
+    assert main(["--ckpt_path", "any.ckpt", "--trainer.devices", "2"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --trainer.devices (2): test.py evaluates on one device; pass 1\n"
+    )

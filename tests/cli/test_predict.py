@@ -200,18 +200,22 @@ def test_windows_keep_the_head_and_the_closing_token():
 
     cut = windows(ids, special, max_length=8, stride=2)
 
-    assert all(w[0] == 2 and w[-1] == 3 and len(w) <= 8 for w in cut)
-    assert [w[1:-1] for w in cut] == [list(range(s, min(s + 6, 30))) for s in (10, 14, 18, 22, 26)]
+    assert all(w[0] == 2 and w[-1] == 3 and len(w) == 8 for w in cut)  # every window full
+    # Steps of width - stride = 4; the last window is moved back to end with the text.
+    assert [w[1:-1] for w in cut] == [list(range(s, s + 6)) for s in (10, 14, 18, 22, 24)]
     assert windows(ids, special, max_length=22, stride=2) == [ids]  # fits: unchanged
     no_closing = windows(ids[:-1], special[:-1], max_length=8, stride=0)
-    assert no_closing == [[2, *range(s, min(s + 7, 30))] for s in (10, 17, 24)]
+    assert no_closing == [[2, *range(s, s + 7)] for s in (10, 17, 23)]
+    # One token over: two full windows, not a full one and a one-token sliver.
+    sliver = windows([2, *range(10, 17), 3], [1, *[0] * 7, 1], max_length=8, stride=2)
+    assert sliver == [[2, *range(10, 16), 3], [2, *range(11, 17), 3]]
 
 
 def test_chunk_averages_the_logits_of_the_windows(folder, classifier, capsys):
     ids = classifier.tokenizer.encode(LONG).ids
     assert ids[0] == classifier.tokenizer.token_to_id("[CLS]") and len(ids) > 2 * 24
     body, width, stride = ids[1:], 23, 5  # [CLS] + 23 tokens; no closing token here
-    starts = range(0, len(body) - stride, width - stride)
+    starts = [*range(0, len(body) - width, width - stride), len(body) - width]
     pieces = [[ids[0], *body[s : s + width]] for s in starts]
     assert pieces[-1][-1] == ids[-1]  # the last window reaches the end
     expected = torch.stack([classifier.logits_of_ids([p], 1)[0] for p in pieces]).mean(0)
@@ -261,8 +265,9 @@ def _table(tmp_path, name: str, content: str | bytes) -> str:
         (["x", "--text_column", "a"], r"--text_column a needs --input FILE with one of \.csv"),
         (["x", "--top_k", "0"], r"--top_k \(0\) must be at least 1"),
         (["x", "--top_k", "4"], r"--top_k \(4\) must be at most the number of labels \(3\)"),
-        (["x", "--long_text", "chunk", "--stride", "-1"], r"--stride \(-1\) must be in \[0, 22\)"),
-        (["x", "--long_text", "chunk", "--stride", "22"], r"--stride \(22\) must be in \[0, 22\)"),
+        (["x", "--long_text", "chunk", "--stride", "-1"], r"--stride \(-1\) must be in \[0, 23\)"),
+        # max_length 24 less the one [CLS] this tokenizer adds
+        (["x", "--long_text", "chunk", "--stride", "23"], r"--stride \(23\) must be in \[0, 23\) "),
         (["x", "--stride", "3"], r"--stride \(3\) applies only with --long_text chunk"),
         (["x", "--output", "{out.txt}"], r"--output .*out\.txt: unknown file type '\.txt'; use"),
         (["x", "--batch_size", "0"], r"--batch_size \(0\) must be at least 1"),

@@ -8,6 +8,7 @@ command-line errors run in-process.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -26,7 +27,7 @@ import pytest
 from tests.helpers import REPO, script_env
 from tests.test_export import LABELS, TEXTS, checkpoint  # noqa: F401 - `checkpoint` is a fixture
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.serve import BadRequest, Limits, main, texts_of
+from tscratch.cli.serve import BadRequest, Limits, RefuseBadRequests, main, texts_of
 from tscratch.export import export
 
 STARTUP_S = 180
@@ -217,6 +218,43 @@ def test_texts_of_reads_both_forms():
     assert texts_of({"texts": ["ham", "eggs"]}, limits) == (["ham", "eggs"], False)
     with pytest.raises(BadRequest, match=r"texts\[0\] has 6 characters, over --max_text_chars"):
         texts_of({"texts": ["bacon!"]}, limits)
+
+
+def _through_middleware(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple:
+    """Run one POST /predict through `RefuseBadRequests` in process: (status, body, bytes read,
+    whether the app behind it was reached)."""
+    limits = Limits(max_texts=1, max_text_chars=5)  # a cap of 65,572 bytes
+    reached, sent, read = [], [], []
+
+    async def app(scope, receive, send):
+        reached.append(True)
+
+    async def receive():
+        read.append(chunks[len(read)])
+        return {"type": "http.request", "body": read[-1], "more_body": len(read) < len(chunks)}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": headers}
+    asyncio.run(RefuseBadRequests(app, limits=limits)(scope, receive, send))
+    status = sent[0]["status"] if sent else None
+    body = json.loads(sent[1]["body"]) if sent else None
+    return status, body, len(read), bool(reached)
+
+
+def test_an_oversized_body_is_refused_without_reading_it_all():
+    assert Limits(max_texts=1, max_text_chars=5).max_body_bytes == 65_572
+    # Declared too long: refused before any byte is read.
+    status, body, read, reached = _through_middleware([b"x"], [(b"content-length", b"70000")])
+    assert (status, read, reached) == (413, 0, False)
+    assert body["detail"].startswith("the request body is over 65,572 bytes;")
+    # No length given: reading stops at the chunk that passes the cap.
+    status, _, read, reached = _through_middleware([b"x" * 40_000] * 5, [])
+    assert (status, read, reached) == (413, 2, False)
+    # A good body under the cap reaches the app.
+    status, _, _, reached = _through_middleware([b'{"text": "eggs"}'], [])
+    assert (status, reached) == (None, True)
 
 
 @pytest.mark.slow  # the script's imports take a few seconds

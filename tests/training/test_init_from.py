@@ -14,7 +14,7 @@ import torch
 from tests.helpers import TINY_YAML
 from tscratch.cli.fit import main
 from tscratch.config import EncoderConfig
-from tscratch.errors import UserError
+from tscratch.errors import MissingFile, UserError
 from tscratch.export import export
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
@@ -53,6 +53,13 @@ def test_an_exported_folder_is_a_source_with_the_checkpoints_encoder(source_ckpt
     for key, value in from_ckpt.encoder_state.items():
         assert torch.equal(from_folder.encoder_state[key], value), key
     assert from_folder.source == str(folder)
+
+
+def test_an_exported_folder_without_its_weights_is_one_line(source_ckpt, tmp_path):
+    folder = export(source_ckpt, tmp_path / "exported")
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(MissingFile, match=r"model.safetensors: no such file$"):
+        resolve_init_source(str(folder))
 
 
 def test_setup_loads_the_encoder_and_keeps_a_new_head(source_ckpt):

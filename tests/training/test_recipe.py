@@ -13,6 +13,9 @@ def test_estimate_counts_words_marks_and_cjk_characters():
     assert estimate_tokens("Hello, world!") == 1 + 2 + 3  # 2 marks, ceil(2 words * 1.15)
     assert estimate_tokens("今天天气很好。") == 1 + 6 + 1  # each character, then the mark
     assert estimate_tokens("GPU 很快") == 1 + 2 + 2  # a Latin word next to CJK characters
+    # Kana and Hangul are not split per character by the tokenizer: runs count as words.
+    assert estimate_tokens("ひらがなカタカナ") == 1 + 2  # one word: ceil(1.15)
+    assert estimate_tokens("한국어 문장입니다") == 1 + 3  # two words: ceil(2.3)
 
 
 def test_profile_median_and_95th_percentile():
@@ -33,12 +36,22 @@ def profile(median: int, p95: int, rows: int = 1000, total: int | None = None) -
 
 @pytest.mark.parametrize(
     ("p95", "limit", "expected"),
-    [(11, None, 32), (33, None, 64), (970, 1024, 992), (970, 512, 512), (2000, None, 2016)],
+    [
+        (11, None, 32),
+        (33, None, 64),
+        (970, 1024, 992),
+        (970, 512, 512),  # the position table's limit
+        (2000, None, 1024),  # no table (ALiBi, RoPE): the cap
+        (1500, 2048, 1024),  # a longer table: still the cap
+    ],
 )
 def test_max_length_covers_95_percent_in_multiples_of_32_within_the_limit(p95, limit, expected):
     choice = recipe.max_length(profile(10, p95), limit)
     assert (choice.option, choice.value) == ("data.max_length", expected)
-    assert ("cut to the" in choice.reason) == (limit is not None and expected == limit)
+    assert ("cut to the" in choice.reason) == (limit is not None and p95 > limit)
+    assert ("capped at 1024 (pass --data.max_length" in choice.reason) == (
+        p95 > 1024 and (limit is None or limit > 1024)
+    )
 
 
 @pytest.mark.parametrize(

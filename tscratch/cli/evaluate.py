@@ -78,7 +78,7 @@ def evaluate(
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if overrides.get("dataset") is not None:
         # Other data: none of the training source's settings apply to it.
-        for key in _DATA_KEYS:
+        for key in (*_DATA_KEYS, "train_rows"):  # train_rows drew from the training source
             data_args.pop(key, None)
     data_args.update(overrides)
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,6 +138,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     overrides = {k: getattr(args, k) for k in (*_DATA_KEYS, "batch_size")}
+    if args.devices != 1:  # each process would report on its own shard of the test split
+        return report(
+            UserError(
+                f"--trainer.devices ({args.devices}): test.py evaluates on one device; pass 1"
+            )
+        )
     trainer_args = {"accelerator": args.accelerator, "devices": args.devices}
     if args.precision is not None:
         trainer_args["precision"] = args.precision

@@ -35,8 +35,9 @@ def windows(
 
     A text that fits is one window, unchanged. Otherwise the ids between the leading special
     token (`[CLS]`) and a closing one (a BERT tokenizer's `[SEP]`), if the tokenizer adds them,
-    are cut into pieces that overlap by `stride` ids, and each piece gets the same head and
-    tail; the first window is the text as `encode_ids` cuts it.
+    are cut into pieces that overlap by `stride` ids (the last one is moved back to end with the
+    text, so every window is full), and each piece gets the same head and tail; the first window
+    is the text as `encode_ids` cuts it.
 
     Args:
         ids: the text's token ids, special tokens included.
@@ -53,11 +54,13 @@ def windows(
     if not 0 <= stride < width:
         raise ValueError(f"stride ({stride}) must be in [0, {width})")
     out, start = [], 0
-    while True:
+    while start + width < len(body):
         out.append([*head, *body[start : start + width], *tail])
-        if start + width >= len(body):
-            return out
         start += width - stride
+    # The last window ends with the text and is full (it may share more than `stride` ids with
+    # the one before): a sliver of a few new tokens would otherwise weigh as much as a window.
+    out.append([*head, *body[len(body) - width :], *tail])
+    return out
 
 
 def document_logits(
@@ -129,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
         ".csv/.jsonl/.json/.parquet: one text per row, in --text_column",
     )  # fmt: skip
     add(
-        "--text_column", metavar="NAME", help="the column of texts in a table file "
+        "--data.text_column", "--text_column", dest="text_column", metavar="NAME",
+        help="the column of texts in a table file "
         "(default: guessed from common names such as text, content, review)",
     )  # fmt: skip
     add(
@@ -147,8 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--stride", type=int, metavar="N", help="with --long_text chunk: tokens shared by "
         "neighbouring windows (default max_length // 4)",
     )  # fmt: skip
-    add("--batch_size", type=int, default=32, metavar="N", help="texts (or windows) per pass")
-    add("--device", default="cpu", help="where a PyTorch model runs")
+    add(
+        "--data.batch_size", "--batch_size", dest="batch_size", type=int, default=32,
+        metavar="N", help="texts (or windows) per pass",
+    )  # fmt: skip
+    add(
+        "--trainer.accelerator", "--device", dest="device", default="cpu",
+        help="where a PyTorch model runs: cpu, cuda, cuda:1, mps",
+    )  # fmt: skip
     return parser
 
 
@@ -169,10 +179,12 @@ def run(args: argparse.Namespace) -> None:
             f"({len(classifier.labels)})"
         )
     stride = classifier.max_length // 4 if args.stride is None else args.stride
-    if args.long_text == "chunk" and not 0 <= stride < classifier.max_length - 2:
+    # Room for text in a window: max_length less the special tokens the tokenizer adds.
+    room = classifier.max_length - len(classifier.tokenizer.encode("").ids)
+    if args.long_text == "chunk" and not 0 <= stride < room:
         raise UserError(
-            f"--stride ({stride}) must be in [0, {classifier.max_length - 2}) for a model of "
-            f"max_length {classifier.max_length}"
+            f"--stride ({stride}) must be in [0, {room}) for a model of max_length "
+            f"{classifier.max_length} (windows hold {room} text tokens)"
         )
     start = time.perf_counter()
     logits = document_logits(
@@ -184,7 +196,7 @@ def run(args: argparse.Namespace) -> None:
         results = [keep_top(result, args.top_k) for result in results]
     write_results(results, classifier.labels, output)
     rate = len(texts) / max(seconds, 1e-9)
-    print(f"{len(texts)} texts in {seconds:.2f} s ({rate:.1f} texts/s)", file=sys.stderr)
+    sys.stderr.write(f"{len(texts)} texts in {seconds:.2f} s ({rate:.1f} texts/s)\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,6 +57,12 @@ class Limits:
     max_texts: int
     max_text_chars: int
 
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest body a valid request can need (4 UTF-8 bytes a character, JSON
+        escaping aside, plus room for the keys): a larger one is refused unread."""
+        return self.max_texts * (4 * self.max_text_chars + 16) + 65536
+
 
 class BadRequest(ValueError):
     """A request the server refuses: an HTTP status and a one-line reason for the client."""
@@ -128,21 +134,26 @@ class RefuseBadRequests:
     ) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != API_PATH:
             return await self.app(scope, receive, send)
-        chunks, more = [], True
+        cap = self.limits.max_body_bytes
+        too_big = BadRequest(413, f"the request body is over {cap:,} bytes; {USAGE}")
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > cap:  # refused before reading a byte
+            return await refuse(send, too_big)
+        chunks, size, more = [], 0, True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return None
             chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > cap:  # a body without (or lying about) its length: stop reading it
+                return await refuse(send, too_big)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         try:
             texts_of(parse_body(body), self.limits)
         except BadRequest as error:
-            data = json.dumps({"detail": error.reason}).encode()
-            head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
-            await send({"type": "http.response.start", "status": error.status, "headers": head})
-            return await send({"type": "http.response.body", "body": data})
+            return await refuse(send, error)
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
         headers.append((b"content-type", b"application/json"))
         sent = False
@@ -155,6 +166,14 @@ class RefuseBadRequests:
             return {"type": "http.request", "body": body, "more_body": False}
 
         return await self.app({**scope, "headers": headers}, replay, send)
+
+
+async def refuse(send: Callable[[Message], Awaitable[None]], error: BadRequest) -> None:
+    """Answer with the error's status and `{"detail": reason}`."""
+    data = json.dumps({"detail": error.reason}).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
+    await send({"type": "http.response.start", "status": error.status, "headers": head})
+    await send({"type": "http.response.body", "body": data})
 
 
 class ClassifierAPI(_LitAPI):
@@ -231,8 +250,11 @@ def run(args: argparse.Namespace) -> None:
     )
     url = f"http://{'[::1]' if args.host == '::' else args.host}:{args.port}"
     labels = ", ".join(info["labels"])
-    print(f"serving {args.model} (labels: {labels}) at {url}{API_PATH}; ready when {url}/health "
-          f"says ok; details at {url}/info", flush=True)  # fmt: skip
+    sys.stdout.write(
+        f"serving {args.model} (labels: {labels}) at {url}{API_PATH}; ready when {url}/health "
+        f"says ok; details at {url}/info\n"
+    )
+    sys.stdout.flush()
     server.run(host=args.host, port=args.port, log_level="warning", generate_client_file=False)
 
 

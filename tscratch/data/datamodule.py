@@ -98,7 +98,7 @@ class TextClassificationData(TokenizedData):
             ~/.cache/tscratch).
         bucket_size: Batches per length-sorting window of the training order: larger wastes less
             padding, 1 keeps batches fully random.
-        train_rows: Train on only this many training rows, drawn per class in proportion
+        train_rows: Train on only about this many training rows, drawn per class in proportion
             (seeded); validation and test stay whole (for learning curves and quick trials).
     """
 

@@ -32,7 +32,7 @@ from tscratch.export.onnx_graph import (
     require_export_extra,
 )
 from tscratch.model import TransformerClassifier
-from tscratch.version import __version__
+from tscratch.version import __version__, load_hint
 
 FORMAT, FORMAT_VERSION = "tscratch-classifier", 1
 """Bumped by any change that older tscratch versions would misread."""
@@ -115,10 +115,10 @@ def load(path: str | Path, runtime: Runtime = "torch", device: str = "cpu") -> E
         forward = _torch_forward(folder, config, device)
     elif runtime in _ONNX_FILES:
         flag = "--quantize" if runtime == "onnx-int8" else "--onnx"
-        forward = onnx_forward(_existing(folder / _ONNX_FILES[runtime], f"; export with {flag}"))
+        forward = onnx_forward(existing(folder / _ONNX_FILES[runtime], f"; export with {flag}"))
     else:
         raise UserError(f"runtime ({runtime!r}) must be 'torch', 'onnx' or 'onnx-int8'")
-    tokenizer = Tokenizer.from_file(str(_existing(folder / TOKENIZER)))
+    tokenizer = Tokenizer.from_file(str(existing(folder / TOKENIZER)))
     return ExportedClassifier(config, tokenizer, forward)
 
 
@@ -143,7 +143,7 @@ def is_export(folder: Path) -> bool:
 
 def read_config(folder: Path) -> dict[str, Any]:
     """The folder's config.json, checked to be in a format this tscratch reads."""
-    file = _existing(folder / CONFIG)
+    file = existing(folder / CONFIG)
     try:
         config = json.loads(file.read_text(encoding="utf-8"))
         version = config["format_version"]
@@ -157,7 +157,8 @@ def read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def _existing(file: Path, hint: str = "") -> Path:
+def existing(file: Path, hint: str = "") -> Path:
+    """``file`` if it exists, else one line naming it (`MissingFile`)."""
     if not file.is_file():
         raise MissingFile(f"{file}: no such file{hint}")
     return file
@@ -168,7 +169,7 @@ def _torch_forward(
 ) -> Callable[[Tensor, Tensor], Tensor]:
     encoder = EncoderConfig(**config["encoder"])
     model = TransformerClassifier(encoder, config["num_classes"], pooling=config["pooling"])
-    load_model(model, _existing(folder / WEIGHTS), device=device)
+    load_model(model, existing(folder / WEIGHTS), device=device)
     return _forward_of(model.eval(), device)
 
 
@@ -251,7 +252,8 @@ def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassif
     except (TypeError, KeyError, RuntimeError) as error:
         reason = " ".join(str(error).split())[:200]
         raise UserError(
-            f"not a classifier checkpoint written by scripts/fit.py ({reason}); pass one"
+            f"not a classifier checkpoint written by scripts/fit.py ({reason}); "
+            f"{load_hint(checkpoint)}"
         ) from None
     return model
 

@@ -28,6 +28,9 @@ from tscratch.training.init_from import load_encoder, resolve_init_source
 from tscratch.training.optim import encoder_lr_scales
 from tscratch.training.task import EncoderTask, check_optimization
 
+FINE_TUNING = ("head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers")
+"""Options that decide the optimizer's parameter groups and their rates."""
+
 
 class ClassificationTask(EncoderTask):
     """Train the hand-written Transformer encoder as a text classifier.
@@ -68,23 +71,26 @@ class ClassificationTask(EncoderTask):
             betas: AdamW betas.
             warmup_steps: linear warmup length: an int step count or a float fraction of all
                 steps.
-            min_lr: learning rate at the end of the cosine decay.
+            min_lr: learning rate at the end of the cosine decay (with `head_lr` or
+                `layer_lr_decay`, each group ends at its own peak x min_lr / lr).
             label_smoothing: label smoothing of the cross-entropy loss.
             token_dropout: fraction of real tokens (never the first) hidden from attention in
                 each training batch, a different draw every step (word dropout, Iyyer et al.
                 2015). fit.py also takes "auto": chosen from the texts' typical length.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
             init_from: start the encoder from pretrained weights: a fit.py or pretrain.py
-                checkpoint, a folder written by scripts/export.py, a BERT-family folder, 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id
-                (online). The CLI then takes the architecture and the tokenizer from it; the
-                classification head is new.
+                checkpoint, a folder written by scripts/export.py, a BERT-family folder,
+                'minilm' (the packaged all-MiniLM-L6-v2) or a hub id (online). The CLI then
+                takes the architecture and the tokenizer from it; the classification head is
+                new.
             head_lr: peak learning rate of the new classification head (default: lr). With a
                 pretrained encoder, a head rate above the encoder's lets the head catch up
                 without disturbing the pretrained weights.
             layer_lr_decay: layer-wise learning-rate decay: the top encoder layer learns at
                 lr x decay, the one below at lr x decay^2, ..., the embeddings at
                 lr x decay^(num_layers + 1); 1 gives every part lr.
-            freeze_embeddings: keep the token, type and position embeddings fixed.
+            freeze_embeddings: keep the token, type and position embeddings (and the norm on
+                them, if any) fixed.
             freeze_layers: keep the first N encoder layers fixed (with pretrained weights: the
                 most general features).
         """
@@ -150,8 +156,9 @@ class ClassificationTask(EncoderTask):
     @classmethod
     def architecture_keys(cls) -> list[str]:
         """Hyperparameters a resumed run must share with its checkpoint: every config field
-        except its `RUNTIME_FIELDS`, and what sizes and reads the head."""
-        return [*super().architecture_keys(), "num_classes", "label_names", "pooling"]
+        except its `RUNTIME_FIELDS`, what sizes and reads the head, and the fine-tuning options
+        that shape the optimizer's parameter groups (a changed one would not fit its state)."""
+        return [*super().architecture_keys(), "num_classes", "label_names", "pooling", *FINE_TUNING]
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Logits (B, C) for token ids (B, T) and mask (B, T), True = real token."""

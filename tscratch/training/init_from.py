@@ -20,7 +20,7 @@ from torch import nn
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
-from tscratch.export import TOKENIZER, WEIGHTS, is_export, read_config
+from tscratch.export import TOKENIZER, WEIGHTS, existing, is_export, read_config
 from tscratch.pretrained import Pretrained, load_pretrained
 from tscratch.training.checkpointing import read_checkpoint
 
@@ -40,10 +40,10 @@ def resolve_init_source(source: str) -> Pretrained:
 def _from_export(folder: Path) -> Pretrained:
     """The encoder of a folder written by scripts/export.py (its classification head is left)."""
     config = read_config(folder)
-    weights = load_file(str(folder / WEIGHTS))
+    weights = load_file(str(existing(folder / WEIGHTS)))
     prefix = "encoder."
     state = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
-    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER))
+    tokenizer = Tokenizer.from_file(str(existing(folder / TOKENIZER)))
     encoder = EncoderConfig(**config["encoder"])
     return Pretrained(config=encoder, encoder_state=state, tokenizer=tokenizer, source=str(folder))
 

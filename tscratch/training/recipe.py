@@ -3,12 +3,14 @@
 One fixed recipe cannot serve 500-token news articles and 10-token questions: token dropout that
 regularises a long article hides the one word that decides a short question, 1,024-token rows
 waste work on texts of 20, and a fixed number of epochs is too few updates for 500 rows and
-hours too many for 50,000. So four settings may be `auto` (`default.yaml` sets all four) and
-are filled in from a profile of the training split before anything is built; fit.py prints each
-choice with its reason, and the run's `config.yaml` records the values, not `auto`:
+hours too many for 50,000. So three settings may be `auto` (`default.yaml` sets all three), and
+the number of epochs is chosen when neither it nor `max_steps` is given; they are filled in from
+a profile of the training split before anything is built; fit.py prints each choice with its
+reason, and the run's `config.yaml` records the values, not `auto`:
 
 - `data.max_length`: covers 95% of the training texts (estimated tokens, rounded up to a
-  multiple of 32), within the position table's limit.
+  multiple of 32), within the position table's limit and at most `MAX_AUTO_LENGTH` (attention
+  memory grows with its square; pass a number for more).
 - `model.token_dropout`: 0.15 when the median text has 128 tokens or more, none below 16, linear
   in between: dropping words helps where words are redundant.
 - `data.vocab_size`: the largest of 2k, 4k, ... 32k entries that the training text fills with
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 AUTO = "auto"
+MAX_AUTO_LENGTH = 1024
 TOKENS_PER_ENTRY = 100
 VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
 TARGET_TOKENS = 7_000_000
@@ -44,9 +47,10 @@ SHORT, LONG = 16, 128
 SUBWORDS_PER_WORD = 1.15
 """Tokens per non-CJK word, for a WordPiece vocabulary of ~8k trained on the data (BBC: 1.14)."""
 
-# A CJK character is a token of its own (the tokenizer splits them); other words are runs of
-# word characters; punctuation marks count one each.
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+# A CJK ideograph is a token of its own (the tokenizer's normalizer splits them, as BERT's does;
+# kana and Hangul it does not split, so they count as words); other words are runs of word
+# characters; punctuation marks count one each.
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _PIECES = re.compile(rf"(?P<cjk>[{_CJK}])|(?P<word>[^\W{_CJK}]+)|(?P<mark>[^\w\s])")
 
 
@@ -103,11 +107,15 @@ class Choice:
 
 
 def max_length(profile: DataProfile, limit: int | None) -> Choice:
-    """Cover 95% of the texts, in multiples of 32, within the position table's ``limit``."""
+    """Cover 95% of the texts, in multiples of 32, within the position table's ``limit`` and
+    `MAX_AUTO_LENGTH`."""
     value = max(32, 32 * math.ceil(profile.p95_tokens / 32))
     reason = f"covers 95% of training texts ({profile.p95_tokens} tokens)"
     if limit is not None and value > limit:
         value, reason = limit, f"{reason}, cut to the {limit} positions the model has"
+    if value > MAX_AUTO_LENGTH:
+        value = MAX_AUTO_LENGTH
+        reason = f"{reason}, capped at {MAX_AUTO_LENGTH} (pass --data.max_length for more)"
     return Choice("data.max_length", value, reason)
 
 

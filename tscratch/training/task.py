@@ -21,7 +21,7 @@ from tscratch.errors import NonFiniteLoss, UserError
 from tscratch.training.checkpointing import CheckpointError
 from tscratch.training.hparams import architecture_keys
 from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
-from tscratch.version import __version__
+from tscratch.version import __version__, load_hint
 
 
 class EncoderTask(L.LightningModule):
@@ -52,15 +52,9 @@ class EncoderTask(L.LightningModule):
             model.load_state_dict(checkpoint["state_dict"])
         except (TypeError, RuntimeError, KeyError) as error:  # another task's, or not tscratch's
             reason = " ".join(str(error).split())[:200]
-            made = checkpoint.get("tscratch_version")
-            if made is None:
-                hint = "it records no tscratch version: written by tscratch 0.1 or by other code"
-            elif made != __version__:
-                hint = f"it was written by tscratch {made}; load it with that version, or retrain"
-            else:
-                hint = "pass one written by the matching script"
             raise CheckpointError(
-                f"this checkpoint does not load as {cls.__name__} ({reason}); {hint}"
+                f"this checkpoint does not load as {cls.__name__} ({reason}); "
+                f"{load_hint(checkpoint)}"
             ) from None
         model.on_load_checkpoint(checkpoint)
         return model
