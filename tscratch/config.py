@@ -8,6 +8,7 @@ data (`vocab_size`, `pad_id`) are filled in by the data module, never typed by u
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
@@ -116,6 +117,13 @@ class EncoderConfig:
             allowed = get_args(literal)
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name} ({getattr(self, name)!r}) must be one of {allowed}")
+
+    @classmethod
+    def from_flat(cls, values: Mapping[str, Any], **changes: Any) -> EncoderConfig:
+        """The config from a flat mapping that also holds other keys (a checkpoint's
+        hyperparameters, a CLI namespace as a dict): the other keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names}, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (safe for `weights_only` checkpoints and YAML)."""

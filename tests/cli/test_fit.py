@@ -12,9 +12,11 @@ import zipfile
 import pytest
 import torch
 import yaml
+from jsonargparse import Namespace
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.helpers import REPO, TINY_YAML
+from tscratch.cli.auto import wanted_options
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit import CONFIGS, main, resolve_ckpt_path, with_configs
 from tscratch.data.datamodule import TextClassificationData
@@ -144,14 +146,14 @@ def test_bad_model_size_is_one_error_line(argv, capsys, tmp_path, shared_cache, 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_auto_settings_are_chosen_from_the_data_and_printed(
+def test_auto_settings_are_chosen_from_the_data_printed_and_recorded(
     argv, caplog, tmp_path, shared_cache, monkeypatch
 ):
     monkeypatch.setenv("TSCRATCH_CACHE", str(shared_cache))
     args = ["--config", str(TINY_YAML), "--trainer.default_root_dir", str(tmp_path)]
     args += ["--data.max_length", "auto", "--model.token_dropout", "auto"]
-    args += ["--trainer.max_epochs", "null", "--trainer.fast_dev_run", "1", "--test", "false"]
-    args += ["--data.train_rows", "320"]
+    args += ["--data.vocab_size", "auto", "--data.train_rows", "320", "--test", "false"]
+    args += ["--trainer.limit_train_batches", "1", "--trainer.limit_val_batches", "1"]
 
     with caplog.at_level("INFO", logger="tscratch"):
         assert main(args) == 0
@@ -159,18 +161,37 @@ def test_auto_settings_are_chosen_from_the_data_and_printed(
     lines = caplog.text.splitlines()
     start = next(i for i, line in enumerate(lines) if "auto settings from the data" in line)
     assert "(320 training texts, 5 classes, about " in lines[start]
-    # BBC articles: 95% are longer than tiny.yaml's 64 positions; long texts; 320 texts cut at
-    # 64 tokens are far below the token budget: the 40-pass cap.
+    # BBC articles: 95% are longer than tiny.yaml's 64 positions; ~160k tokens: 2,000 entries.
     assert re.search(
         r"data.max_length +64 +covers 95% .* cut to the 64 positions", lines[start + 1]
     )
-    assert re.search(r"model.token_dropout +0.15 +median text of \d+ tokens", lines[start + 2])
-    assert re.search(r"trainer.max_epochs +40 +40 passes over [\d,]+ tokens", lines[start + 3])
+    assert re.search(
+        r"data.vocab_size +2000 +[\d,]+ training tokens: \d+ per entry", lines[start + 2]
+    )
+    assert re.search(r"model.token_dropout +0.15 +median text of \d+ tokens", lines[start + 3])
+    assert len(lines) == start + 4 or "max_epochs" not in lines[start + 4]  # tiny.yaml sets 1
+    saved = yaml.safe_load((tmp_path / "lightning_logs/version_0/config.yaml").read_text())
+    assert (saved["data"]["max_length"], saved["data"]["vocab_size"]) == (64, 2000)
+    assert saved["model"]["token_dropout"] == 0.15  # numbers, not "auto": a rerun repeats them
+
+
+def test_epochs_are_left_to_the_data_only_when_neither_epochs_nor_steps_are_given():
+    def config(**trainer) -> Namespace:
+        trainer = {"max_epochs": None, "max_steps": -1, **trainer}
+        return Namespace(trainer=Namespace(**trainer), data=Namespace(max_length=64))
+
+    options = ["data.max_length", "trainer.max_epochs"]
+    assert wanted_options(config(), options) == ["trainer.max_epochs"]
+    assert wanted_options(config(max_epochs=3), options) == []
+    assert wanted_options(config(max_steps=100), options) == []
+    assert wanted_options(config(max_steps=None), ["trainer.max_epochs"]) == ["trainer.max_epochs"]
 
 
 def test_auto_outside_the_cli_is_one_error_line():
     with pytest.raises(UserError, match=r"data.max_length 'auto' is chosen from the data by fit"):
         TextClassificationData(max_length="auto")
+    with pytest.raises(UserError, match=r"data.vocab_size 'auto' is chosen from the data by fit"):
+        TextClassificationData(vocab_size="auto")
     with pytest.raises(UserError, match=r"model.token_dropout 'auto' is chosen from the data"):
         ClassificationTask(token_dropout="auto", vocab_size=50, d_model=16, num_heads=2)
 

@@ -23,7 +23,6 @@ short summary. What it adds to Lightning's defaults, and why:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import warnings
@@ -37,16 +36,12 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from tscratch.cli.auto import choose_auto_settings
 from tscratch.cli.checks import check_max_length, check_resume
-from tscratch.config import EncoderConfig
 from tscratch.data.datamodule import TextClassificationData
-from tscratch.data.sources import column
-from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
-from tscratch.data.tokenizer import load_tokenizer, save_tokenizer
+from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
-from tscratch.nn.positions import position_length_limit
 from tscratch.pretrained import Pretrained
-from tscratch.training import recipe
 from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
     RESUME_KEYS,
@@ -153,35 +148,6 @@ class TScratchCLI(LightningCLI):
         log.info("init_from %s: its architecture and tokenizer are used", source.source)
         return source
 
-    def _choose_auto_settings(self, config: Namespace) -> None:
-        """Fill in the `auto` settings from a profile of the training split, and say so."""
-        wanted = []
-        for option in self.auto_options:
-            group, name = option.split(".")
-            if config[group][name] == "auto":
-                wanted.append(option)
-            elif option == "trainer.max_epochs":  # Lightning's own default would be 1000
-                trainer = config.trainer
-                if trainer.max_epochs is None and trainer.max_steps in (None, -1):
-                    wanted.append(option)
-        if not wanted:
-            return
-        data = config.data
-        splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
-        profile = recipe.DataProfile.of(column(splits.train, "text"), len(splits.label_names))
-        fields = {f.name for f in dataclasses.fields(EncoderConfig)}
-        model = {k: v for k, v in config.model.as_dict().items() if k in fields}
-        limit = position_length_limit(EncoderConfig(**{**model, "vocab_size": 2}))
-        if "data.vocab_size" in wanted and data.tokenizer is not None:  # init_from's, say
-            wanted.remove("data.vocab_size")
-            data.vocab_size = load_tokenizer(data.tokenizer).get_vocab_size()
-        given = None if "data.max_length" in wanted else data.max_length
-        choices = recipe.choose(profile, wanted, limit, given)
-        for choice in choices:
-            group, name = choice.option.split(".")
-            config[group][name] = choice.value
-        log.info(recipe.describe(profile, choices))
-
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in self.data_links:
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
@@ -243,7 +209,7 @@ class TScratchCLI(LightningCLI):
             ]
         if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
-        self._choose_auto_settings(config)
+        choose_auto_settings(config, self.auto_options)
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
             log.info(

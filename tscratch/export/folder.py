@@ -8,7 +8,6 @@ refused with one line rather than misread.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -243,9 +242,8 @@ def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassif
     """The network of a fit.py checkpoint: its flat hyperparameters hold the `EncoderConfig`
     fields, `num_classes` and `pooling`; its weights sit under `model.` (`ClassificationTask`)."""
     hparams = checkpoint.get("hyper_parameters") or {}
-    fields = {f.name for f in dataclasses.fields(EncoderConfig)}
     try:
-        config = EncoderConfig(**{k: v for k, v in hparams.items() if k in fields})
+        config = EncoderConfig.from_flat(hparams)
         model = TransformerClassifier(config, hparams["num_classes"], hparams.get("pooling", "cls"))
         state = checkpoint["state_dict"]
         model.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("model.")})

@@ -51,8 +51,7 @@ def _from_export(folder: Path) -> Pretrained:
 def _from_checkpoint(path: Path) -> Pretrained:
     checkpoint = read_checkpoint(path)  # one line if missing, torn or not data-only
     hparams = checkpoint.get("hyper_parameters") or {}
-    names = {f.name for f in dataclasses.fields(EncoderConfig)}
-    config = EncoderConfig(**{k: v for k, v in hparams.items() if k in names})
+    config = EncoderConfig.from_flat(hparams)
     state = {
         k.removeprefix(ENCODER_PREFIX): v
         for k, v in checkpoint["state_dict"].items()
