@@ -237,7 +237,7 @@ def test_export_of_a_missing_checkpoint(tmp_path):
 
 def test_export_of_an_unreadable_checkpoint(tmp_path):
     (tmp_path / "torn.ckpt").write_bytes(b"PK\x03\x04 not a zip")
-    with pytest.raises(UserError, match=r"torn\.ckpt is not a readable checkpoint"):
+    with pytest.raises(UserError, match=r"torn\.ckpt is truncated or not a checkpoint"):
         export(tmp_path / "torn.ckpt", tmp_path / "out")
 
 

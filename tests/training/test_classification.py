@@ -100,7 +100,10 @@ def test_optimizer_decays_only_projection_weights():
 
 
 def test_freezing_keeps_embeddings_and_first_layers_fixed_through_a_step():
-    model = ClassificationTask(**TINY, freeze_embeddings=True, freeze_layers=1, lr=0.1)
+    model = ClassificationTask(
+        **TINY, position="learned", type_vocab_size=2, embedding_norm=True,
+        freeze_embeddings=True, freeze_layers=1, lr=0.1,
+    )  # fmt: skip
     optimizer = _with_trainer(model, estimated_stepping_batches=10).configure_optimizers()[
         "optimizer"
     ]
@@ -109,7 +112,12 @@ def test_freezing_keeps_embeddings_and_first_layers_fixed_through_a_step():
     model._loss(model(ids), torch.tensor([0, 1, 2, 0])).backward()
     optimizer.step()
 
-    frozen = ("encoder.tok_emb.", "encoder.emb_norm.", "encoder.layers.0.")
+    frozen = (
+        "encoder.tok_emb.", "encoder.type_emb.", "encoder.positions.", "encoder.emb_norm.",
+        "encoder.layers.0.",
+    )  # fmt: skip
+    names = [n for n, _ in model.model.named_parameters()]
+    assert all(any(n.startswith(f) for n in names) for f in frozen)  # each one exists
     for name, param in model.model.named_parameters():
         changed = not torch.equal(param, before[name])
         assert changed != name.startswith(frozen), name
@@ -135,8 +143,10 @@ def test_head_rate_and_layer_decay_reach_the_optimizer_and_the_schedule():
 
 
 def test_without_fine_tuning_options_there_are_two_groups():
-    model = ClassificationTask(**TINY, head_lr=1e-4, lr=1e-4)
+    model = ClassificationTask(**TINY, head_lr=1e-4, lr=1e-4)  # a head rate equal to lr
     assert model.lr_scale() is None
+    optimizer = _with_trainer(model, estimated_stepping_batches=10).configure_optimizers()
+    assert len(optimizer["optimizer"].param_groups) == 2
 
 
 @pytest.mark.parametrize(

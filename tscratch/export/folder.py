@@ -20,6 +20,7 @@ from safetensors.torch import load_model, save_model
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from tscratch.checkpoint_files import read_checkpoint
 from tscratch.config import EncoderConfig
 from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError
@@ -208,7 +209,7 @@ def export(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} already exists and is not an empty folder; pick a new --out")
     if not isinstance(checkpoint, dict):
-        checkpoint = _read(Path(checkpoint))
+        checkpoint = read_checkpoint(Path(checkpoint))  # CRC-checked, data only
     model = (model or classifier_from_checkpoint(checkpoint)).cpu().eval()
     if not checkpoint.get("tokenizer_json"):
         raise UserError("the checkpoint holds no tokenizer; was it saved by tscratch?")
@@ -254,15 +255,6 @@ def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassif
             f"{load_hint(checkpoint)}"
         ) from None
     return model
-
-
-def _read(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise MissingFile(f"{path}: no such file")
-    try:  # data only: a checkpoint from a stranger cannot run code
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torn zip, pickled objects, not a checkpoint at all
-        raise UserError(f"{path} is not a readable checkpoint ({type(error).__name__})") from None
 
 
 def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[str, Any]:

@@ -1,40 +1,36 @@
-"""Checkpoint files that are never half-written, read only as data, and checked before a resume.
-
-`SafeCheckpointIO` is the Trainer's checkpoint plugin (the CLI installs it by default): it writes
-each checkpoint to a temporary file next to its destination, flushes and fsyncs it, moves it into
-place with `os.replace` and fsyncs the folder, so a crash or a full disk leaves either the old
-file or the new one, never a torn one. It loads with `weights_only=True` whatever the caller
-asks, so a checkpoint from a stranger cannot run code. `read_checkpoint` turns every way a file
-can be broken (truncated, bit-flipped, not a checkpoint, carrying pickled objects) into one
-`CheckpointError` line naming the file; `newest_valid_checkpoint` is what `--ckpt_path last`
-resumes from.
+"""The Trainer's checkpoint plugin: `SafeCheckpointIO` writes with `atomic_save` and reads with
+`read_checkpoint` (both in `tscratch.checkpoint_files`, plain torch), so a crash or a full disk
+never leaves a torn checkpoint and a checkpoint from a stranger cannot run code. The CLI installs
+it by default. The file names below are re-exported for the training side.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import pickle
-import re
-import zipfile
 from pathlib import Path
 from typing import Any
 
-import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from tscratch.errors import UserError
+from tscratch.checkpoint_files import (
+    RESUME_KEYS,
+    CheckpointError,
+    atomic_save,
+    newest_valid_checkpoint,
+    read_checkpoint,
+)
+
+__all__ = [
+    "RESUME_KEYS",
+    "CheckpointError",
+    "SafeCheckpointIO",
+    "atomic_save",
+    "newest_valid_checkpoint",
+    "read_checkpoint",
+]
 
 log = logging.getLogger("tscratch")
-
-# What Lightning needs to continue training, beyond the weights.
-RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops", "optimizer_states")
-
-
-class CheckpointError(UserError):
-    """A checkpoint file that cannot be used; the message is one line naming the file."""
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
@@ -69,94 +65,3 @@ class SafeCheckpointIO(TorchCheckpointIO):
         if "://" in str(path):
             return super().load_checkpoint(path, map_location, weights_only=True)
         return read_checkpoint(Path(path), map_location=map_location or "cpu")
-
-
-def atomic_save(obj: Any, path: Path) -> None:
-    """`torch.save(obj, path)` that readers never see half-done and that survives a power cut."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Same folder, so os.replace is a rename on one filesystem; the pid keeps concurrent
-    # writers (DDP ranks, two runs) apart; the dot and suffix keep it out of `*.ckpt` globs.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as file:
-            torch.save(obj, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    _fsync_dir(path.parent)  # makes the rename itself durable
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # some filesystems (and Windows) refuse to open folders
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def read_checkpoint(
-    path: Path, map_location: Any = "cpu", keys: tuple[str, ...] = ("state_dict",)
-) -> dict[str, Any]:
-    """Loads a checkpoint as data only, after checking every record's CRC.
-
-    Raises:
-        CheckpointError: the file is missing, truncated, corrupt, not a checkpoint, holds
-            objects that only unpickling code could rebuild, or lacks one of ``keys``.
-    """
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path}: no such file")
-    try:
-        # torch.load does not check CRCs, so a flipped bit in the tensor data would load.
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as error:
-        raise CheckpointError(
-            f"checkpoint {path} is truncated or not a checkpoint ({_first_line(error)})"
-        ) from None
-    if bad is not None:
-        raise CheckpointError(f"checkpoint {path} is corrupt (bad CRC in record {bad})")
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as error:
-        raise CheckpointError(
-            f"checkpoint {path} holds a pickled object ({_unpickling_reason(error)}) that only "
-            "running code from the file could rebuild; refusing to load it (weights_only=True)"
-        ) from None
-    except (RuntimeError, EOFError, KeyError, ValueError) as error:
-        raise CheckpointError(f"checkpoint {path} is unreadable ({_first_line(error)})") from None
-    missing = [k for k in keys if not isinstance(state, dict) or k not in state]
-    if missing:
-        raise CheckpointError(f"checkpoint {path} has no {', '.join(missing)}: not resumable")
-    return state
-
-
-def newest_valid_checkpoint(candidates: list[Path]) -> tuple[Path, dict[str, Any]] | None:
-    """The newest of ``candidates`` (by modification time) that can resume training.
-
-    Broken files are skipped with a warning naming them, so one torn or corrupt `last.ckpt`
-    costs the steps since the previous good checkpoint instead of the whole run.
-    """
-    # On equal times a last.ckpt is the more complete one (it is written after the best-*).
-    ordered = sorted(candidates, key=lambda p: (p.stat().st_mtime, p.name == "last.ckpt"))
-    for path in reversed(ordered):
-        try:
-            return path, read_checkpoint(path, keys=RESUME_KEYS)
-        except CheckpointError as error:
-            log.warning("warning: skipping %s", error)
-    return None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0][:200]
-
-
-def _unpickling_reason(error: pickle.UnpicklingError) -> str:
-    # torch's message is a page of advice; its useful part names the offending global.
-    found = re.search(r"GLOBAL (\S+)", str(error))
-    return found.group(1) if found else _first_line(error)
