@@ -102,7 +102,8 @@ def test_every_field_but_the_runtime_ones_is_checked_on_resume():
     keys = ClassificationTask.architecture_keys()
     fields = {f.name for f in dataclasses.fields(EncoderConfig)}
     assert set(keys) == (fields - EncoderConfig.RUNTIME_FIELDS) | {
-        "num_classes", "label_names", "pooling",
+        "num_classes", "label_names", "pooling",  # the head
+        "head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers",  # parameter groups
     }  # fmt: skip
     assert {"dropout", "attention_dropout", "attention_impl"} == EncoderConfig.RUNTIME_FIELDS
 
