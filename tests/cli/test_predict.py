@@ -19,19 +19,11 @@ import pytest
 import torch
 
 from tests.helpers import REPO, script_env
+from tests.test_export import checkpoint  # noqa: F401 - a fixture (as in test_serve)
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.predict import document_logits, main, windows
-from tscratch.config import EncoderConfig
-from tscratch.data.tokenizer import train_tokenizer
 from tscratch.export import export
-from tscratch.model import TransformerClassifier
 
-LABELS = ["ham", "eggs", "spam"]
-CORPUS = [
-    "the quick brown fox jumps over the lazy dog",
-    "a spam message offers cheap pills and prizes",
-    "ham and eggs for breakfast on a sunny morning",
-] * 4
 TEXTS = [
     "cheap prizes",
     "ham and eggs,\nthen a sunny morning",  # two lines: one text in a table
@@ -44,22 +36,9 @@ BBC_LABELS = ["business", "entertainment", "politics", "sports", "tech"]
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    """An untrained d_model 16 classifier (max_length 24, [CLS] only) exported as a folder."""
-    torch.manual_seed(0)
-    tokenizer = train_tokenizer(CORPUS, "wordpiece", vocab_size=80, max_chars=1000)
-    config = EncoderConfig(
-        vocab_size=tokenizer.get_vocab_size(), d_model=16, num_heads=2, d_ff=32, num_layers=2,
-        max_len=32, dropout=0.0, pad_id=tokenizer.token_to_id("[PAD]"),
-    )  # fmt: skip
-    model = TransformerClassifier(config, len(LABELS), pooling="mean")
-    checkpoint = {
-        "hyper_parameters": {**config.to_dict(), "num_classes": 3, "pooling": "mean"},
-        "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
-        "tokenizer_json": tokenizer.to_str(),
-        "max_length": 24,
-        "label_names": LABELS,
-    }
+def folder(checkpoint, tmp_path_factory):  # noqa: F811 - the imported fixture
+    """tests/test_export.py's untrained d_model 16 classifier (max_length 24, [CLS] only),
+    exported as a folder without ONNX."""
     return str(export(checkpoint, tmp_path_factory.mktemp("exports") / "toy"))
 
 
@@ -336,9 +315,9 @@ def test_a_checkpoint_predicts_alike_in_any_batching(best_ckpt):
 
 @pytest.mark.slow
 def test_checkpoint_without_tokenizer_is_rejected(best_ckpt, tmp_path, capsys):
-    checkpoint = torch.load(best_ckpt, weights_only=True)
-    checkpoint["tokenizer_json"] = None
-    torch.save(checkpoint, tmp_path / "bare.ckpt")
+    state = torch.load(best_ckpt, weights_only=True)
+    state["tokenizer_json"] = None
+    torch.save(state, tmp_path / "bare.ckpt")
     assert main(["--model", str(tmp_path / "bare.ckpt"), "text"]) == 2
     assert capsys.readouterr().err == (
         "error: the checkpoint holds no tokenizer; was it saved by tscratch?\n"
