@@ -198,12 +198,14 @@ class ClassificationTask(EncoderTask):
         self.log_dict(self.val_metrics, prog_bar=True, batch_size=len(labels))
         return logits
 
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """Logs test/ metrics and returns the logits (B, C), for callbacks (the report)."""
         logits = self(batch["input_ids"], batch["attention_mask"])
         labels = batch["labels"]
         self.log("test/loss", self._loss(logits, labels), batch_size=len(labels), sync_dist=True)
         self.test_metrics.update(logits, labels)
         self.log_dict(self.test_metrics, batch_size=len(labels))
+        return logits
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self(batch["input_ids"], batch["attention_mask"]).float().softmax(-1)

@@ -142,51 +142,27 @@ def write_report(report: dict[str, Any], folder: str | Path) -> list[Path]:
 
 
 class KeepTestLogits(L.Callback):
-    """Keeps the logits (N, C) and labels (N,) of a `trainer.test` pass, on the CPU.
-
-    The task's `test_step` returns nothing, so the logits are read from the LightningModule's
-    own `forward` (which returns logits (B, C)) by a forward hook held only during the test.
-    """
+    """Keeps the logits (N, C) and labels (N,) of a `trainer.test` pass, on the CPU: the
+    logits `test_step` returns (as `validation_step` does for the pictures)."""
 
     def __init__(self) -> None:
         self._logits: list[Tensor] = []
         self._labels: list[Tensor] = []
-        self._last: Tensor | None = None  # logits of the batch being tested
-        self._hook: torch.utils.hooks.RemovableHandle | None = None
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._logits, self._labels = [], []
-        self._hook = pl_module.register_forward_hook(self._keep)
-
-    def _keep(self, module: torch.nn.Module, args: Any, output: Tensor) -> None:
-        self._last = output.detach()
 
     def on_test_batch_end(
         self,
         trainer: L.Trainer,
         pl_module: L.LightningModule,
-        outputs: Any,
+        outputs: Tensor,
         batch: dict[str, Tensor],
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        assert self._last is not None, "test_step did not call the module's forward"
-        self._logits.append(self._last.float().cpu())
+        self._logits.append(outputs.detach().float().cpu())
         self._labels.append(batch["labels"].cpu())
-        self._last = None
-
-    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._unhook()
-
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
-        self._unhook()
-
-    def _unhook(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
 
     def result(self) -> tuple[Tensor, Tensor]:
         """The logits (N, C) and labels (N,) of the last test pass, in loader order."""
