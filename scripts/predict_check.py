@@ -5,7 +5,8 @@ For a classifier trained on BBC News (the project measures one trained with max_
      as in training) and with `--long_text chunk` (every token, in windows overlapping by
      max_length // 4, the windows' logits averaged), and how many test articles are longer
      than max_length;
-  2. texts/s (tokenizing included, `--long_text truncate`, after one warm-up batch) at batch
+  2. the same truncate accuracy for each runtime (int8 against fp32);
+  3. texts/s (tokenizing included, `--long_text truncate`, after one warm-up batch) at batch
      sizes 1 and 32, for PyTorch fp32 and, when SOURCE is an export folder holding them, for
      model.onnx and model.int8.onnx on onnxruntime's CPU provider.
 The test split is the one fit.py evaluates bbc_news on (val/test fractions 0.1, seed 42).
@@ -48,6 +49,15 @@ def accuracies(classifier: ExportedClassifier, texts: list[str], labels: list[in
     return rows
 
 
+def quantized_accuracy(
+    name: str, classifier: ExportedClassifier, texts: list[str], labels: list[int]
+) -> str:
+    """A Markdown row: one runtime's accuracy with --long_text truncate (int8 vs fp32)."""
+    logits = document_logits(classifier, texts, "truncate", batch_size=32)
+    acc = (logits.argmax(-1) == torch.tensor(labels)).float().mean().item()
+    return f"| accuracy, {name}, --long_text truncate | {100 * acc:.2f} % of {len(texts)} |"
+
+
 def speeds(runtimes: dict[str, ExportedClassifier], texts: list[str]) -> list[str]:
     """Markdown rows: texts/s of each runtime at batch sizes 1 and 32."""
     rows = []
@@ -57,7 +67,10 @@ def speeds(runtimes: dict[str, ExportedClassifier], texts: list[str]) -> list[st
             start = time.perf_counter()
             document_logits(classifier, texts, batch_size=batch_size)
             rate = len(texts) / (time.perf_counter() - start)
-            rows.append(f"| {name}, batch {batch_size} | {rate:.1f} texts/s |")
+            rows.append(
+                f"| {name}, batch {batch_size} | {rate:.1f} texts/s "
+                f"({torch.get_num_threads()} threads) |"
+            )
     return rows
 
 
@@ -89,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"--model {args.model} has labels {classifier.labels}, not BBC News's "
                 f"{splits.label_names}; pass a model trained on bbc_news"
             )
+        runtimes = runtimes_of(args.model, classifier)
         rows = accuracies(classifier, texts, labels)
-        rows += speeds(runtimes_of(args.model, classifier), texts[: args.time_texts])
+        rows += [quantized_accuracy(name, c, texts, labels) for name, c in runtimes.items()]
+        rows += speeds(runtimes, texts[: args.time_texts])
     except UserError as error:
         return report(error)
     print(f"| {Path(args.model).name} | |\n|---|---|")
