@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from tscratch.config import EncoderConfig
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n` (the default, see pyproject.toml): one intra-op thread per worker, so the
+    # workers do not fight over the cores (OpenMP hand-offs make tiny models crawl).
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -337,5 +337,8 @@ def test_predict_check_runs_at_toy_size(run_script, best_ckpt, tmp_path):
         row = rf"\| accuracy, --long_text {mode} \| [\d.]+ % of 6 \(\d+ longer than 64 tokens\) \|"
         assert re.search(row, proc.stdout)
     for name in ["PyTorch fp32", "model.onnx", "model.int8.onnx"]:
+        row = rf"\| accuracy, {name}, --long_text truncate \| [\d.]+ % of 6 \|"
+        assert re.search(row, proc.stdout)
         for batch in (1, 32):
-            assert re.search(rf"\| {name}, batch {batch} \| [\d.]+ texts/s \|", proc.stdout)
+            row = rf"\| {name}, batch {batch} \| [\d.]+ texts/s \(\d+ threads\) \|"
+            assert re.search(row, proc.stdout)
