@@ -11,6 +11,15 @@ from tscratch.model import (
 )
 from tscratch.nn import DecoderBlock, EncoderBlock, MultiHeadAttention
 from tscratch.pretrained import Pretrained, load_pretrained
+from tscratch.seq2seq import (
+    GenerationOutput,
+    Seq2SeqConfig,
+    Seq2SeqOutput,
+    TransformerSeq2Seq,
+    beam_search,
+    generate,
+    greedy_search,
+)
 from tscratch.version import __version__
 
 __all__ = [
@@ -20,12 +29,19 @@ __all__ = [
     "EncoderConfig",
     "EncoderOutput",
     "ExportedClassifier",
+    "GenerationOutput",
     "MultiHeadAttention",
     "Pretrained",
+    "Seq2SeqConfig",
+    "Seq2SeqOutput",
     "TransformerClassifier",
     "TransformerEncoder",
+    "TransformerSeq2Seq",
     "UserError",
     "__version__",
+    "beam_search",
+    "generate",
+    "greedy_search",
     "load",
     "load_pretrained",
 ]

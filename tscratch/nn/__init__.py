@@ -12,12 +12,14 @@ True/1 for a real token and False/0 for padding. Attention masks built from it a
 
 from tscratch.nn.attention import (
     AUTO_POLICY,
+    KVCache,
     MultiHeadAttention,
     scaled_dot_product_attention,
     use_explicit,
 )
 from tscratch.nn.blocks import (
     DecoderBlock,
+    DecoderBlockOutput,
     EncoderBlock,
     SelfAttentionInputs,
     self_attention_inputs,
@@ -50,8 +52,10 @@ __all__ = [
     "AttentionMask",
     "ClassificationHead",
     "DecoderBlock",
+    "DecoderBlockOutput",
     "EncoderBlock",
     "FeedForward",
+    "KVCache",
     "LearnedPositions",
     "MultiHeadAttention",
     "NoPositions",

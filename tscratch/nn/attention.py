@@ -13,13 +13,18 @@ tells it, from the config's `attention_impl` and the measured table `AUTO_POLICY
 Masks are boolean keep masks (True = attend). A position bias (ALiBi, T5) is a float tensor
 added to the scores; an `AttentionMask` (see masks.py) holds both already merged, built once per
 forward.
+
+Incremental decoding: `MultiHeadAttention.forward_cached` takes and returns a `KVCache`, the
+keys and values attended over. Self-attention appends the new tokens' keys (rotated already under
+RoPE) to the cache it is given; cross-attention projects the encoder memory once and reuses the
+cache afterwards. The cache is a value passed along, never state kept on the module.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import get_args
+from typing import NamedTuple, get_args
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +38,7 @@ __all__ = [
     "AUTO_POLICY",
     "AttentionMask",
     "ExplicitWhen",
+    "KVCache",
     "MultiHeadAttention",
     "compute_dtype",
     "merge_mask_and_bias",
@@ -164,6 +170,28 @@ def _explicit_attention(
     return weights @ v, weights  # (B, H, T, Dh), (B, H, T, S)
 
 
+class KVCache(NamedTuple):
+    """The keys and values one attention layer attended over, kept for the next decoding step."""
+
+    k: Tensor
+    """(B, H, S, Dh) keys (rotated already under RoPE)."""
+    v: Tensor
+    """(B, H, S, Dh) values."""
+
+    @property
+    def length(self) -> int:
+        """S, the number of positions held."""
+        return self.k.shape[-2]
+
+    def append(self, k: Tensor, v: Tensor) -> KVCache:
+        """The cache followed by new keys and values, each (B, H, T, Dh)."""
+        return KVCache(torch.cat([self.k, k], dim=-2), torch.cat([self.v, v], dim=-2))
+
+    def select(self, index: Tensor) -> KVCache:
+        """Batch rows `index` (B',) in that order (beam search reorders its hypotheses so)."""
+        return KVCache(self.k.index_select(0, index), self.v.index_select(0, index))
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with a fused QKV projection (self) or Q + KV projections (cross).
 
@@ -221,29 +249,68 @@ class MultiHeadAttention(nn.Module):
         """Attend from `x` (B, T, D) to itself, or to `memory` (B, S, D) when cross.
 
         `mask`/`bias` follow `scaled_dot_product_attention`; `rope` is a (cos, sin) pair of
-        shape (T, Dh) rotating queries and keys. Returns (B, T, D) and weights or None.
+        shape (T, Dh) rotating queries and keys (self-attention only). Returns (B, T, D) and
+        weights or None.
+        """
+        out, weights, _ = self.forward_cached(
+            x, memory, mask=mask, bias=bias, rope=rope, need_weights=need_weights
+        )
+        return out, weights
+
+    def forward_cached(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        mask: Tensor | AttentionMask | None = None,
+        bias: Tensor | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, KVCache]:
+        """`forward` that also takes and returns the keys and values, for incremental decoding.
+
+        Self-attention: `cache` holds the S' positions before x (None: none); x's keys and
+        values are appended, so `mask`/`bias` cover (T, S' + T) and `rope` rotates x at
+        positions S'... Cross-attention: `cache` holds memory's keys and values from an
+        earlier call, and `memory` is then ignored (the projection runs once per source).
+
+        Returns:
+            (B, T, D), weights or None, and the cache for the next call: the (B, H, S, Dh) keys
+            and values attended over.
         """
         B, T, _ = x.shape
-        H, Dh = self.num_heads, self.d_head
         if self.cross:
-            if memory is None:
-                raise ValueError("cross-attention needs memory")
-            S = memory.shape[1]
-            q = self.q_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-            k, v = self.kv_proj(memory).view(B, S, 2, H, Dh).permute(2, 0, 3, 1, 4)  # (B,H,S,Dh)
+            if rope is not None:
+                raise ValueError("cross-attention takes no rotary angles")
+            q = self.q_proj(x).view(B, T, self.num_heads, self.d_head).transpose(1, 2)  # (B,H,T,Dh)
+            cache = cache if cache is not None else self.memory_cache(memory)
         else:
-            q, k, v = self.qkv(x).view(B, T, 3, H, Dh).permute(2, 0, 3, 1, 4)  # (B, H, T, Dh)
-        if rope is not None:
-            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            qkv = self.qkv(x).view(B, T, 3, self.num_heads, self.d_head)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+            if rope is not None:
+                q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            cache = KVCache(k, v) if cache is None else cache.append(k, v)  # (B, H, S'+T, Dh)
         out, weights = scaled_dot_product_attention(
             q,
-            k,
-            v,
+            cache.k,
+            cache.v,
             mask,
             bias,
             dropout_p=self.dropout if self.training else 0.0,
             need_weights=need_weights,
-            explicit=use_explicit(self.impl, q, k.shape[-2]),
+            explicit=use_explicit(self.impl, q, cache.length),
         )
         out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
-        return self.out_proj(out), weights
+        return self.out_proj(out), weights, cache
+
+    def memory_cache(self, memory: Tensor | None) -> KVCache:
+        """Cross-attention keys and values of `memory` (B, S, D), each (B, H, S, Dh)."""
+        if not self.cross:
+            raise ValueError("only cross-attention projects a memory")
+        if memory is None:
+            raise ValueError("cross-attention needs memory")
+        B, S, _ = memory.shape
+        kv = self.kv_proj(memory).view(B, S, 2, self.num_heads, self.d_head)
+        k, v = kv.permute(2, 0, 3, 1, 4)  # each (B, H, S, Dh)
+        return KVCache(k, v)

@@ -24,9 +24,12 @@ def padding_mask(input_ids: Tensor, pad_id: int) -> Tensor:
     return input_ids != pad_id
 
 
-def causal_mask(length: int, device: torch.device | str | None = None) -> Tensor:
-    """Lower-triangular (T, T) bool mask: query i may attend to keys 0..i."""
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+def causal_mask(
+    length: int, device: torch.device | str | None = None, *, offset: int = 0
+) -> Tensor:
+    """(T, offset + T) bool mask: query i sits at position offset + i (after `offset` cached
+    positions) and may attend to keys 0..offset + i. With offset 0, lower-triangular (T, T)."""
+    return torch.ones(length, offset + length, dtype=torch.bool, device=device).tril(offset)
 
 
 def attention_keep_mask(
@@ -35,29 +38,33 @@ def attention_keep_mask(
     causal: bool = False,
     query_length: int | None = None,
     device: torch.device | str | None = None,
+    offset: int = 0,
 ) -> Tensor | None:
     """Combine a padding mask and/or a causal mask into one keep mask for attention.
 
     Args:
         attention_mask: (B, S) True/1 = real key, or None for no padding.
-        causal: also forbid attending to later positions (requires T == S).
+        causal: also forbid attending to later positions (the T queries are the last T of the
+            S = offset + T keys).
         query_length: T when `attention_mask` is None and `causal` is True.
         device: device of the causal mask when `attention_mask` is None.
+        offset: keys that precede the queries (incremental decoding with a key/value cache);
+            `attention_mask` then covers all offset + T keys.
 
     Returns:
-        None when nothing is masked; (B, 1, 1, S) for padding only; (1, 1, T, T) for causal only;
-        (B, 1, T, T) for both. True = keep.
+        None when nothing is masked; (B, 1, 1, S) for padding only; (1, 1, T, S) for causal only;
+        (B, 1, T, S) for both. True = keep.
     """
     keep = None
     if attention_mask is not None:
         keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
     if causal:
-        length = attention_mask.shape[-1] if attention_mask is not None else query_length
+        length = attention_mask.shape[-1] - offset if attention_mask is not None else query_length
         if length is None:
             raise ValueError("a causal mask needs attention_mask or query_length")
         dev = attention_mask.device if attention_mask is not None else device
-        tri = causal_mask(length, dev)[None, None]  # (1, 1, T, T)
-        keep = tri if keep is None else keep & tri  # (B, 1, T, T)
+        tri = causal_mask(length, dev, offset=offset)[None, None]  # (1, 1, T, S)
+        keep = tri if keep is None else keep & tri  # (B, 1, T, S)
     return keep
 
 

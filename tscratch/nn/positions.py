@@ -4,8 +4,11 @@
 - learned: a trained table added to embeddings (BERT, Devlin et al. 2019);
 - rope: rotary embeddings rotating queries and keys (Su et al. 2021), rotate-half layout;
 - alibi: per-head linear distance penalty on attention scores (Press et al. 2022), made
-  symmetric, -slope * |i - j|, for a bidirectional encoder;
-- t5: learned per-head bias of bucketed relative distance (Raffel et al. 2020);
+  symmetric, -slope * |i - j|, for a bidirectional encoder (under a causal mask only j <= i is
+  seen, which is the paper's -slope * (i - j));
+- t5: learned per-head bias of bucketed relative distance (Raffel et al. 2020), bidirectional
+  buckets (a causal decoder uses the half for earlier keys; T5 gives its decoder one-way
+  buckets instead);
 - none: nothing (the encoder is then permutation equivariant).
 
 Each scheme is a `PositionScheme` declaring its `kind` and overriding the hook of that kind:
@@ -14,6 +17,12 @@ bias for the attention scores ("bias"), `rotary` returns the (cos, sin) angles r
 and keys ("rotary"). The other hooks keep their neutral defaults, so the model calls all three and
 never asks which scheme it has. Biases and angles are computed once per forward and shared by
 every layer. `POSITIONS` is the one table of names; `position_scheme` builds from a config.
+
+Incremental decoding feeds T new tokens after `offset` cached ones: each hook takes that
+`offset`, the absolute position of its first query, so sinusoidal and learned tables add rows
+offset.., RoPE rotates by positions offset.., and ALiBi/T5 measure distances from queries at
+offset.. to keys at 0... A scheme that never decodes incrementally may leave `offset` out: the
+models pass it only when it is nonzero.
 """
 
 from __future__ import annotations
@@ -51,16 +60,19 @@ class PositionScheme(nn.Module):
         """Longest sequence the scheme encodes under `config`, or None for no limit."""
         return None
 
-    def embed(self, x: Tensor) -> Tensor:
-        """(B, T, D) embeddings plus absolute positions; unchanged for other kinds."""
+    def embed(self, x: Tensor, offset: int = 0) -> Tensor:
+        """(B, T, D) embeddings at positions offset.. plus absolute positions; unchanged for other
+        kinds."""
         return x
 
-    def score_bias(self, query_length: int, key_length: int) -> Tensor | None:
-        """(1, H, T, S) float bias added to attention scores, or None."""
+    def score_bias(self, query_length: int, key_length: int, offset: int = 0) -> Tensor | None:
+        """(1, H, T, S) float bias added to the scores of queries at positions offset.. over keys
+        at 0..S-1, or None."""
         return None
 
-    def rotary(self, length: int) -> tuple[Tensor, Tensor] | None:
-        """(cos, sin), each (T, Dh) in fp32, rotating queries and keys, or None."""
+    def rotary(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor] | None:
+        """(cos, sin), each (T, Dh) in fp32, rotating queries and keys at positions offset..,
+        or None."""
         return None
 
 
@@ -107,8 +119,8 @@ class TablePositions(PositionScheme):
     def length_limit(cls, config: EncoderConfig) -> int | None:
         return config.max_len
 
-    def embed(self, x: Tensor) -> Tensor:
-        return x + self(x.shape[1])  # (B, T, D) + (T, D) broadcast over B
+    def embed(self, x: Tensor, offset: int = 0) -> Tensor:
+        return x + self(offset + x.shape[1])[offset:]  # (B, T, D) + (T, D) broadcast over B
 
 
 class SinusoidalPositions(TablePositions):
@@ -164,21 +176,25 @@ class RotaryEmbedding(PositionScheme):
             )
         return cls(config.d_head, config.rope_base)
 
-    def rotary(self, length: int) -> tuple[Tensor, Tensor]:
-        return self(length)
+    def rotary(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+        return self(length, offset=offset)
 
     def _inv_freq(self, device: torch.device | None = None) -> Tensor:
         exponent = torch.arange(0, self.d_head, 2, device=device, dtype=torch.float32)
         return self.base ** (-exponent / self.d_head)  # (Dh/2,)
 
-    def forward(self, length: int, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
-        """Returns (cos, sin), each (T, Dh), in `dtype` (default fp32)."""
+    def forward(
+        self, length: int, dtype: torch.dtype | None = None, offset: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        """Returns (cos, sin), each (T, Dh), for positions offset.., in `dtype` (default fp32)."""
         inv_freq = self.inv_freq
         if inv_freq.dtype != torch.float32:
             # `module.to(torch.bfloat16)` rounded the buffer: angles p * f of long sequences
             # drift (0.09 rad at position 511), so take fp32 frequencies again.
             inv_freq = self._inv_freq(inv_freq.device)
-        position = torch.arange(length, device=inv_freq.device, dtype=torch.float32)
+        position = torch.arange(
+            offset, offset + length, device=inv_freq.device, dtype=torch.float32
+        )
         angle = torch.outer(position, inv_freq)  # (T, Dh/2)
         angle = torch.cat([angle, angle], dim=-1)  # (T, Dh)
         dtype = dtype or torch.float32
@@ -224,12 +240,12 @@ class ALiBiBias(PositionScheme):
     def from_config(cls, config: EncoderConfig) -> ALiBiBias:
         return cls(config.num_heads)
 
-    def score_bias(self, query_length: int, key_length: int) -> Tensor:
-        return self(query_length, key_length)
+    def score_bias(self, query_length: int, key_length: int, offset: int = 0) -> Tensor:
+        return self(query_length, key_length, offset)
 
-    def forward(self, query_length: int, key_length: int) -> Tensor:
+    def forward(self, query_length: int, key_length: int, offset: int = 0) -> Tensor:
         device = self.slopes.device
-        i = torch.arange(query_length, device=device)[:, None]
+        i = torch.arange(offset, offset + query_length, device=device)[:, None]
         j = torch.arange(key_length, device=device)[None, :]
         distance = (j - i).abs().float()  # (T, S)
         return (-self.slopes[:, None, None] * distance).unsqueeze(0)  # (1, H, T, S)
@@ -275,12 +291,12 @@ class T5RelativeBias(PositionScheme):
     def from_config(cls, config: EncoderConfig) -> T5RelativeBias:
         return cls(config.num_heads, config.t5_num_buckets, config.t5_max_distance)
 
-    def score_bias(self, query_length: int, key_length: int) -> Tensor:
-        return self(query_length, key_length)
+    def score_bias(self, query_length: int, key_length: int, offset: int = 0) -> Tensor:
+        return self(query_length, key_length, offset)
 
-    def forward(self, query_length: int, key_length: int) -> Tensor:
+    def forward(self, query_length: int, key_length: int, offset: int = 0) -> Tensor:
         device = self.embedding.weight.device
-        i = torch.arange(query_length, device=device)[:, None]
+        i = torch.arange(offset, offset + query_length, device=device)[:, None]
         j = torch.arange(key_length, device=device)[None, :]
         buckets = t5_relative_buckets(
             j - i, num_buckets=self.num_buckets, max_distance=self.max_distance

@@ -1,0 +1,264 @@
+"""Greedy and beam search for `TransformerSeq2Seq`, with or without the key/value cache.
+
+Every hypothesis starts from `bos_id` and ends with `eos_id` or after `max_new_tokens`; what
+follows the end is `pad_id`. With `use_cache` each step runs the decoder on the newest token
+only, against the cache of the earlier ones (and the memory's keys and values, projected once);
+without it each step runs the whole prefix again. Both give the same tokens (tested).
+
+Scores and the length penalty (Wu et al. 2016, GNMT, section 7): a hypothesis of n tokens (its
+end token counted) whose log-probabilities sum to s scores s / lp(n), lp(n) = ((5 + n) / 6)^alpha.
+alpha = 0 ranks by s alone; larger alpha favours longer outputs. Greedy search reports the same
+score for the one hypothesis it builds.
+
+Beam search keeps `num_beams` live hypotheses per source. Each step takes the 2K best
+extensions: an end token among the K best finishes a hypothesis (into the K best finished), the
+K best others live on. A source stops when its worst finished hypothesis beats its best live one
+scored at the current length (the usual stopping rule; with K = 1 it makes beam search greedy
+search). At `max_new_tokens` the live hypotheses compete with the finished ones.
+
+Call `model.eval()` first: these functions leave the module's mode alone.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tscratch.errors import UserError
+from tscratch.nn.positions import position_length_limit
+from tscratch.seq2seq.model import DecoderCache, TransformerSeq2Seq
+
+
+class GenerationOutput(NamedTuple):
+    sequences: Tensor
+    """(B, L) generated ids without the start token; `pad_id` after each end token."""
+    scores: Tensor
+    """(B,) sum of the tokens' log-probabilities divided by the length penalty."""
+    token_logprobs: Tensor
+    """(B, L) log-probability of each generated token; 0 after the end."""
+
+
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
+    """GNMT's length normalisation ((5 + n) / 6) ** alpha for hypotheses of `length` tokens."""
+    return ((5 + length) / 6) ** alpha
+
+
+class _Steps:
+    """Next-token log-probabilities of growing prefixes, decoding with or without the cache."""
+
+    def __init__(self, model: TransformerSeq2Seq, memory: Tensor, mask: Tensor | None, cache: bool):
+        self.model, self.memory, self.mask, self.use_cache = model, memory, mask, cache
+        self.cache: DecoderCache | None = None
+
+    def __call__(self, prefixes: Tensor) -> Tensor:
+        """Prefixes (N, t) that extend the previous call's by one token -> (N, V) fp32."""
+        if self.use_cache:
+            new, cache = prefixes[:, -1:], self.cache
+        else:
+            new, cache = prefixes, None
+        out = self.model.decode(new, self.memory, self.mask, cache=cache, last_only=True)
+        self.cache = out.cache if self.use_cache else None
+        return out.logits[:, -1].float().log_softmax(dim=-1)
+
+    def reorder(self, index: Tensor) -> None:
+        """The next prefixes are this call's rows `index` (N,), each extended by one token."""
+        if self.cache is not None:
+            self.cache = self.cache.select_hypotheses(index)
+
+
+def _check(model: TransformerSeq2Seq, max_new_tokens: int, num_beams: int) -> None:
+    for name, value in (("max_new_tokens", max_new_tokens), ("num_beams", num_beams)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UserError(f"{name} ({value!r}) must be a positive integer")
+    config = model.config
+    if 2 * num_beams > config.vocab_size:
+        raise UserError(
+            f"num_beams ({num_beams}) must be at most vocab_size / 2 ({config.vocab_size // 2})"
+        )
+    limit = position_length_limit(config)
+    if limit is not None and max_new_tokens > limit:
+        raise UserError(
+            f"max_new_tokens ({max_new_tokens}) exceeds max_len ({limit}) of the "
+            f"{config.position} position table; raise max_len or generate fewer tokens"
+        )
+
+
+@torch.no_grad()
+def greedy_search(
+    model: TransformerSeq2Seq,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int | None = None,
+    max_new_tokens: int = 64,
+    length_penalty_alpha: float = 0.6,
+    use_cache: bool = True,
+) -> GenerationOutput:
+    """The most likely next token at every step.
+
+    Args:
+        model: the encoder-decoder, in eval mode.
+        input_ids: (B, S) source ids, right-padded.
+        attention_mask: (B, S) True/1 = real source token; None when nothing is padded.
+        bos_id: the decoder's start token. eos_id: the end token.
+        pad_id: what fills a row after its end (default: the config's pad_id).
+        max_new_tokens: most tokens generated per row, the end token included.
+        length_penalty_alpha: alpha of the GNMT length penalty in the reported scores.
+        use_cache: decode incrementally with the key/value cache.
+    """
+    _check(model, max_new_tokens, 1)
+    pad_id = model.config.pad_id if pad_id is None else pad_id
+    B, device = input_ids.shape[0], input_ids.device
+    steps = _Steps(model, model.encode(input_ids, attention_mask), attention_mask, use_cache)
+    prefixes = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
+    ended = torch.zeros(B, dtype=torch.bool, device=device)
+    lengths = torch.zeros(B, dtype=torch.long, device=device)
+    total = torch.zeros(B, device=device)
+    logprobs_per_step = []
+    for _ in range(max_new_tokens):
+        best, token = steps(prefixes).max(dim=-1)  # (B,), (B,)
+        token, best = token.masked_fill(ended, pad_id), best.masked_fill(ended, 0.0)
+        lengths, total = lengths + (~ended).long(), total + best
+        prefixes = torch.cat([prefixes, token[:, None]], dim=1)
+        logprobs_per_step.append(best)
+        ended = ended | (token == eos_id)
+        if ended.all():
+            break
+    scores = total / length_penalty(lengths, length_penalty_alpha)
+    return GenerationOutput(prefixes[:, 1:], scores, torch.stack(logprobs_per_step, dim=1))
+
+
+@torch.no_grad()
+def beam_search(
+    model: TransformerSeq2Seq,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int | None = None,
+    num_beams: int = 4,
+    max_new_tokens: int = 64,
+    length_penalty_alpha: float = 0.6,
+    use_cache: bool = True,
+) -> GenerationOutput:
+    """The best of `num_beams` hypotheses per source under the GNMT length penalty (see the
+    module docstring). Arguments as in `greedy_search`."""
+    _check(model, max_new_tokens, num_beams)
+    pad_id = model.config.pad_id if pad_id is None else pad_id
+    (B, _), K, device, L = input_ids.shape, num_beams, input_ids.device, max_new_tokens
+    memory = model.encode(input_ids, attention_mask).repeat_interleave(K, dim=0)  # (B*K, S, D)
+    mask = None if attention_mask is None else attention_mask.repeat_interleave(K, dim=0)
+    steps = _Steps(model, memory, mask, use_cache)
+    first_row = torch.arange(B, device=device)[:, None] * K  # a source's K beams are adjacent
+    rank = torch.arange(2 * K, device=device).expand(B, -1)  # (B, 2K)
+    live = _Hypotheses.start(B, K, device)
+    finished = _Hypotheses.empty(B, K, L, pad_id, device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    for t in range(L):
+        bos = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
+        logprobs = steps(torch.cat([bos, live.tokens.view(B * K, t)], dim=1)).view(B, K, -1)
+        V = logprobs.shape[-1]
+        sums, flat = (live.scores[..., None] + logprobs).view(B, K * V).topk(2 * K, dim=1)
+        beam, token = flat // V, flat % V  # (B, 2K) each, best first; at most K are ends
+        candidates = live.extend(beam, token, logprobs.view(B, K * V).gather(1, flat), sums)
+        is_end = token == eos_id
+        ends = is_end & (rank < K) & ~done[:, None]
+        penalty = length_penalty(t + 1, length_penalty_alpha)
+        ended = candidates.with_scores(torch.where(ends, sums / penalty, -torch.inf))
+        finished = finished.merged(ended.padded(L, pad_id), K)
+        survivors = (is_end.long() * 2 * K + rank).argsort(dim=1)[:, :K]  # non-ends, best first
+        live = candidates.take(survivors)
+        steps.reorder((first_row + beam.gather(1, survivors)).view(-1))
+        done = done | (finished.scores[:, -1] >= live.scores[:, 0] / penalty)
+        if done.all():
+            break
+    if not done.all():  # out of steps: live hypotheses of unfinished sources compete too
+        penalty = length_penalty(live.tokens.shape[-1], length_penalty_alpha)
+        scored = torch.where(done[:, None], -torch.inf, live.scores / penalty)
+        finished = finished.merged(live.with_scores(scored).padded(L, pad_id), K)
+    best = finished.take(torch.zeros(B, 1, dtype=torch.long, device=device))
+    length = int(best.lengths.max())
+    return GenerationOutput(
+        best.tokens[:, 0, :length], best.scores[:, 0], best.logprobs[:, 0, :length]
+    )
+
+
+class _Hypotheses(NamedTuple):
+    """N hypotheses per source: tokens and log-probs (B, N, t), scores and lengths (B, N)."""
+
+    tokens: Tensor
+    logprobs: Tensor
+    scores: Tensor
+    lengths: Tensor
+
+    @classmethod
+    def start(cls, B: int, K: int, device: torch.device) -> _Hypotheses:
+        """K empty hypotheses; all but one score -inf, so the first step expands only one."""
+        scores = torch.full((B, K), -torch.inf, device=device)
+        scores[:, 0] = 0.0
+        empty = torch.zeros(B, K, 0, device=device)
+        lengths = torch.zeros(B, K, dtype=torch.long, device=device)
+        return cls(empty.long(), empty, scores, lengths)
+
+    @classmethod
+    def empty(cls, B: int, K: int, L: int, pad_id: int, device: torch.device) -> _Hypotheses:
+        """K finished slots of L tokens scoring -inf."""
+        tokens = torch.full((B, K, L), pad_id, dtype=torch.long, device=device)
+        scores = torch.full((B, K), -torch.inf, device=device)
+        lengths = torch.zeros(B, K, dtype=torch.long, device=device)
+        return cls(tokens, torch.zeros(B, K, L, device=device), scores, lengths)
+
+    def take(self, index: Tensor) -> _Hypotheses:
+        """Hypotheses `index` (B, N') of each source."""
+        rows = index[..., None].expand(-1, -1, self.tokens.shape[-1])
+        return _Hypotheses(
+            self.tokens.gather(1, rows),
+            self.logprobs.gather(1, rows),
+            self.scores.gather(1, index),
+            self.lengths.gather(1, index),
+        )
+
+    def extend(self, beam: Tensor, token: Tensor, logprob: Tensor, sums: Tensor) -> _Hypotheses:
+        """Hypotheses `beam` (B, N') each followed by `token` of `logprob`, scoring `sums`."""
+        parents = self.take(beam)
+        return _Hypotheses(
+            torch.cat([parents.tokens, token[..., None]], dim=-1),
+            torch.cat([parents.logprobs, logprob[..., None]], dim=-1),
+            sums,
+            parents.lengths + 1,
+        )
+
+    def with_scores(self, scores: Tensor) -> _Hypotheses:
+        return self._replace(scores=scores)
+
+    def padded(self, L: int, pad_id: int) -> _Hypotheses:
+        """Tokens padded with `pad_id` (log-probabilities with 0) to length L."""
+        extra = (0, L - self.tokens.shape[-1])
+        return self._replace(
+            tokens=F.pad(self.tokens, extra, value=pad_id), logprobs=F.pad(self.logprobs, extra)
+        )
+
+    def merged(self, other: _Hypotheses, K: int) -> _Hypotheses:
+        """The K best of both sets (same length L), best first."""
+        pool = _Hypotheses(*(torch.cat(pair, dim=1) for pair in zip(self, other, strict=True)))
+        return pool.take(pool.scores.topk(K, dim=1).indices)
+
+
+def generate(
+    model: TransformerSeq2Seq,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    num_beams: int = 1,
+    **options,
+) -> GenerationOutput:
+    """Greedy search for `num_beams` 1, beam search above; `options` as in `beam_search`."""
+    if num_beams == 1:
+        return greedy_search(model, input_ids, attention_mask, **options)
+    return beam_search(model, input_ids, attention_mask, num_beams=num_beams, **options)
