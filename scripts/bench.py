@@ -8,7 +8,9 @@ embeddings, residuals and the feed-forward hidden layer, none on attention weigh
   `F.scaled_dot_product_attention` path, explicit where `AUTO_POLICY` says it is faster);
 - `explicit`: the same model with `attention_impl="explicit"` (matmul-softmax-matmul);
 - `torch`: `torch.nn.TransformerEncoder` of the same shape with the same embedding and head
-  (nested-tensor fast path allowed for inference only).
+  (nested-tensor fast path allowed for inference only);
+- `checkpointed`, only with `--impls ... checkpointed`: `tscratch` with activation
+  checkpointing, whose ratios to `tscratch` (step time, peak memory) the tables add.
 
 Every (mode, T, precision) cell runs all implementations in this process on one random
 right-padded batch (lengths uniform in [T/2, T], pad id 0), repetitions interleaved
@@ -28,6 +30,8 @@ Usage:
     python scripts/bench.py --out bench.json                   # full grid (long)
     python scripts/bench.py --sizes 256 1024 --precisions fp32 bf16 --modes train --reps 3
     python scripts/bench.py --data --out data.json             # end-to-end loader benchmark
+    python scripts/bench.py --modes train --sizes 1024 --precisions fp32 \
+        --impls tscratch checkpointed --reps 3                 # activation checkpointing
 
 The pieces live in scripts/benchmarks/ (models, timing, memory, grid, report, data).
 """
@@ -42,7 +46,7 @@ import torch
 from benchmarks.data import run_data
 from benchmarks.grid import run_grid
 from benchmarks.memory import worker
-from benchmarks.models import ARTICLE, IMPLS, MODES, TINY
+from benchmarks.models import ALL_IMPLS, ARTICLE, IMPLS, MODES, TINY
 from benchmarks.report import machine_info, markdown
 
 
@@ -58,7 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sizes", type=int, nargs="+", help="sequence lengths T")
     p.add_argument("--precisions", nargs="+", choices=("fp32", "bf16", "fp16"),
                    default=["fp32", low])  # fmt: skip
-    p.add_argument("--impls", nargs="+", choices=IMPLS, default=list(IMPLS))
+    p.add_argument("--impls", nargs="+", choices=ALL_IMPLS, default=list(IMPLS),
+                   help="default: tscratch explicit torch; checkpointed = tscratch with "
+                   "activation checkpointing")  # fmt: skip
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--reps", type=int, help="timed repetitions per implementation (default 5)")
     p.add_argument("--batch-size", type=int, help="override the default batch-size rule")
@@ -67,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "is measured (default all; none: no memory subprocesses)")  # fmt: skip
     p.add_argument("--memory-precisions", nargs="*", choices=("fp32", "bf16", "fp16"),
                    help="precisions whose peak memory is measured (default all)")  # fmt: skip
-    p.add_argument("--memory-impls", nargs="*", choices=IMPLS,
+    p.add_argument("--memory-impls", nargs="*", choices=ALL_IMPLS,
                    help="implementations whose peak memory is measured (default all)")  # fmt: skip
     p.add_argument("--memory-steps", type=int, default=2, help="steps per memory subprocess")
     p.add_argument("--gemm-size", type=int, help="side of the peak GEMM (default 4096)")

@@ -8,6 +8,10 @@ Initialization (tested): Xavier-uniform for every projection, zero biases, ones/
 token embeddings N(0, D^-1/2) when scaled by sqrt(D) (so scaled embeddings have unit variance,
 like the sinusoids they are added to) and N(0, 0.02) otherwise; learned positions, token types
 and T5 biases N(0, 0.02); the classifier's output layer N(0, 0.02).
+
+Activation checkpointing (Chen et al. 2016, "Training deep nets with sublinear memory cost"):
+`TransformerEncoder.activation_checkpointing` keeps only each block's input during the forward
+pass and recomputes the block in the backward pass (tested: the same loss and gradients).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from tscratch.config import EncoderConfig
 from tscratch.nn.attention import compute_dtype
@@ -42,11 +47,22 @@ class ClassifierOutput(NamedTuple):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of encoder blocks over token embeddings. See `EncoderConfig` for the switches."""
+    """A stack of encoder blocks over token embeddings. See `EncoderConfig` for the switches.
+
+    `activation_checkpointing` (default False) trades compute for memory while training: each
+    block then keeps only its input for the backward pass and runs its forward a second time
+    there, so activation memory grows with one block's intermediates instead of every block's.
+    It is a runtime switch, not an `EncoderConfig` field: it changes neither the weights, nor
+    the state_dict keys, nor any output (the recomputation replays the same dropout masks), so
+    it has no place in a checkpoint's architecture, an exported config.json or the resume
+    check, and it can be turned on or off on a model already built. It acts only in training
+    mode with gradients enabled; evaluation and inference run as without it.
+    """
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         self.config = config
+        self.activation_checkpointing = False
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
         self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
@@ -101,8 +117,13 @@ class TransformerEncoder(nn.Module):
         # Mask and score bias merged once, in the dtype attention runs in; every layer reuses it.
         inputs = self_attention_inputs(self.positions, keep, T, compute_dtype(x))
         attentions = []
+        recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for layer in self.layers:
-            x, weights = layer(x, inputs.mask, None, inputs.rope, need_weights)
+            args = (x, inputs.mask, None, inputs.rope, need_weights)
+            if recompute:  # the RNG state is saved and restored, so dropout repeats its masks
+                x, weights = checkpoint(layer, *args, use_reentrant=False, preserve_rng_state=True)
+            else:
+                x, weights = layer(*args)
             attentions.append(weights)
         x = self.final_norm(x)
         return EncoderOutput(x, tuple(attentions) if need_weights else None)

@@ -4,7 +4,9 @@
   `F.scaled_dot_product_attention` except where the measured policy picks the explicit path);
 - `explicit`: the same model with `attention_impl="explicit"` (matmul-softmax-matmul);
 - `torch`: `torch.nn.TransformerEncoder` of the same shape with the same embedding and head
-  (nested-tensor fast path allowed for inference only).
+  (nested-tensor fast path allowed for inference only);
+- `checkpointed` (only when asked for): `tscratch` with activation checkpointing on, to measure
+  the memory it saves and the time it costs in training (in inference it changes nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from tscratch import EncoderConfig, TransformerClassifier
 from tscratch.nn.positions import sinusoidal_table
 
 IMPLS = ("tscratch", "explicit", "torch")
+"""What the grid compares by default."""
+ALL_IMPLS = (*IMPLS, "checkpointed")
+"""What `--impls` accepts."""
 MODES = ("train", "infer")
 PAD_ID = 0
 Batch = dict[str, Tensor]
@@ -117,7 +122,9 @@ def build_model(impl: str, shape: Shape, max_len: int, mode: str, device: str) -
     if impl == "torch":
         return TorchReference(shape, max_len, fast_path=mode == "infer").to(device)
     config = encoder_config(shape, max_len, "explicit" if impl == "explicit" else "auto")
-    return LogitsOnly(TransformerClassifier(config, shape.num_classes)).to(device)
+    model = TransformerClassifier(config, shape.num_classes)
+    model.encoder.activation_checkpointing = impl == "checkpointed"
+    return LogitsOnly(model).to(device)
 
 
 def make_batch(shape: Shape, batch_size: int, seq_len: int, device: str, seed: int = 0) -> Batch:

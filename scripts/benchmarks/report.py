@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.models import IMPLS
+from benchmarks.models import ALL_IMPLS
 
 # (label, mode, T, (impl, precision) numerator, (impl, precision) denominator, metric, target)
 TARGETS = (
@@ -49,17 +49,20 @@ def ratio(num: dict | None, den: dict | None, metric: str) -> float | None:
 
 
 def cell_ratios(records: list[dict]) -> list[dict]:
-    """tscratch/explicit and tscratch/torch (speed), tscratch/explicit (memory) per cell."""
+    """tscratch/explicit and tscratch/torch (speed), tscratch/explicit (memory) per cell, and
+    checkpointed/tscratch (speed and memory) when activation checkpointing was measured."""
     out = []
     keys = ("mode", "seq_len", "batch_size", "precision")
     cells = dict.fromkeys(tuple(r[k] for k in keys) for r in records)
     for mode, seq_len, batch_size, precision in cells:
-        ts, ex, th = (find(records, mode, seq_len, impl, precision) for impl in IMPLS)
+        ts, ex, th, ck = (find(records, mode, seq_len, impl, precision) for impl in ALL_IMPLS)
         out.append({
             "mode": mode, "seq_len": seq_len, "batch_size": batch_size, "precision": precision,
             "speed_tscratch_over_explicit": ratio(ts, ex, "speed"),
             "speed_tscratch_over_torch": ratio(ts, th, "speed"),
             "memory_tscratch_over_explicit": ratio(ts, ex, "memory"),
+            "speed_checkpointed_over_tscratch": ratio(ck, ts, "speed"),
+            "memory_checkpointed_over_tscratch": ratio(ck, ts, "memory"),
         })  # fmt: skip
     return out
 
@@ -110,14 +113,17 @@ def markdown(report: dict) -> str:
             f"| {r['flops_per_s'] / 1e9:.1f} | {100 * r['peak_fraction']:.1f} "
             f"| {_fmt(None if mem is None else mem / 2**20, '.0f')} |"
         )
-    lines += ["", "| mode | T | B | prec | speed ts/explicit | speed ts/torch | mem ts/explicit |",
-              "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += ["", "| mode | T | B | prec | speed ts/explicit | speed ts/torch | mem ts/explicit "
+              "| speed ckpt/ts | mem ckpt/ts |",
+              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in report["ratios"]:
         lines.append(
             f"| {c['mode']} | {c['seq_len']} | {c['batch_size']} | {c['precision']} "
             f"| {_fmt(c['speed_tscratch_over_explicit'], '.2f')} "
             f"| {_fmt(c['speed_tscratch_over_torch'], '.2f')} "
-            f"| {_fmt(c['memory_tscratch_over_explicit'], '.2f')} |"
+            f"| {_fmt(c['memory_tscratch_over_explicit'], '.2f')} "
+            f"| {_fmt(c['speed_checkpointed_over_tscratch'], '.2f')} "
+            f"| {_fmt(c['memory_checkpointed_over_tscratch'], '.2f')} |"
         )
     lines += ["", "| target | required | measured | met |", "|---|---|---|---|"]
     for t in report["targets"]:

@@ -47,6 +47,7 @@ class MaskedLMTask(EncoderTask):
         warmup_steps: int | float = 0.06,
         min_lr: float = 0.0,
         compile: bool = False,
+        activation_checkpointing: bool = False,
     ) -> None:
         """
         Args:
@@ -57,11 +58,15 @@ class MaskedLMTask(EncoderTask):
                 steps.
             min_lr: learning rate at the end of the cosine decay.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
+            activation_checkpointing: recompute each encoder block's activations in the backward
+                pass instead of keeping them: less memory for longer sequences or bigger
+                batches, at the cost of about one more forward pass (see README, Memory).
         """
         super().__init__()  # `config_arguments` saves the hyperparameters, flat
         check_optimization(lr, weight_decay, betas)
         self.config = config
         self.model = TransformerForMaskedLM(config)
+        self.model.encoder.activation_checkpointing = activation_checkpointing
         if compile:
             self.model.compile()  # in place: state_dict keys stay those of the plain model
         self.val_loss = MeanMetric()
