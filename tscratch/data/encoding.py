@@ -3,7 +3,8 @@
 Plain tokenizers + torch (no Lightning, no datasets), so an exported classifier can tokenize
 without the training stack. Batches follow the Hugging Face layout: ``input_ids`` (B, T) and
 ``attention_mask`` (B, T) bool, True on real tokens; T is the longest row rounded up to a
-multiple of 8.
+multiple of 8. Text pairs (`PairEncoder`) add ``token_type_ids`` (B, T): 0 on ``[CLS] a [SEP]``,
+1 on ``b [SEP]``, 0 on padding.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from tscratch.data.tokenizer import char_limit
+from tscratch.errors import UserError
 
 PAD_MULTIPLE = 8
 
@@ -35,11 +37,21 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
     return input_ids, attention_mask
 
 
+def pad_token_types(type_ids: Sequence[Sequence[int]], width: int) -> torch.Tensor:
+    """Token types right-padded with 0 to ``width`` (the ``input_ids`` width): (B, T) long."""
+    out = torch.zeros(len(type_ids), width, dtype=torch.long)
+    for row, types in enumerate(type_ids):
+        out[row, : len(types)] = torch.as_tensor(types, dtype=torch.long)
+    return out
+
+
 @dataclass(frozen=True)
 class PadCollator:
     """Collates ``{"input_ids", "labels"}`` rows into a padded batch (see :func:`pad_batch`).
 
-    Rows that carry an ``index`` (see :class:`IndexedRows`) give the batch an ``index`` (B,) long.
+    Rows of text pairs also carry ``token_type_ids``: the batch then has ``token_type_ids``
+    (B, T) long, padded with 0. Rows that carry an ``index`` (see :class:`IndexedRows`) give the
+    batch an ``index`` (B,) long.
     """
 
     pad_id: int
@@ -48,6 +60,9 @@ class PadCollator:
         input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
         labels = torch.as_tensor([r["labels"] for r in rows], dtype=torch.long)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        if "token_type_ids" in rows[0]:  # text pairs only
+            types = [r["token_type_ids"] for r in rows]
+            batch["token_type_ids"] = pad_token_types(types, input_ids.shape[1])
         if "index" in rows[0]:
             batch["index"] = torch.as_tensor([r["index"] for r in rows], dtype=torch.long)
         return batch
@@ -77,14 +92,89 @@ def encode_ids(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> l
     return cut
 
 
+PAIR_ENCODING = "pair-cls-a-sep-b-sep-longest-first-v1"
+"""Names how `PairEncoder` builds and cuts pairs; part of a paired split's cache key."""
+MIN_PAIR_LENGTH = 5
+"""The shortest ``max_length`` a pair fits in: ``[CLS] a [SEP] b [SEP]`` with a token of each."""
+
+
+class PairEncoder:
+    """Encodes text pairs as ``[CLS] a [SEP] b [SEP]``, cut longest-first to ``max_length``.
+
+    The layout and the token types (0 on ``[CLS] a [SEP]``, 1 on ``b [SEP]``) come from the
+    tokenizer's own pair template (`tokenizers`' ``TemplateProcessing``: tscratch's trained
+    tokenizers and BERT's have it); the cut is the library's ``longest_first`` truncation: the
+    longer of a and b loses a token at a time until the pair fits, so both ``[SEP]`` stay.
+    Works on a copy of the tokenizer, which is left as it was.
+
+    Args:
+        tokenizer: a tokenizer whose pair template gives ``[CLS] [SEP] [SEP]`` with token types
+            ``0 0 1`` for two empty texts.
+        max_length: most tokens per pair, special tokens included (at least 5).
+
+    Raises:
+        UserError: ``max_length`` is too short, or the tokenizer builds pairs another way.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, max_length: int) -> None:
+        if max_length < MIN_PAIR_LENGTH:
+            raise UserError(
+                f"max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b [SEP] "
+                f"needs at least {MIN_PAIR_LENGTH} tokens; raise max_length"
+            )
+        self.max_length = max_length
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length, strategy="longest_first")
+        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+        probe = self.tokenizer.encode("", "")
+        expected = ([cls_id, sep_id, sep_id], [0, 0, 1])
+        if None in (cls_id, sep_id) or (probe.ids, probe.type_ids) != expected:
+            shown = " ".join(probe.tokens) or "nothing"
+            raise UserError(
+                f"this tokenizer does not build text pairs as [CLS] a [SEP] b [SEP] (two empty "
+                f"texts give: {shown}); use a tokenizer trained by tscratch or a BERT tokenizer"
+            )
+
+    def __call__(
+        self, texts: Sequence[str], pairs: Sequence[str]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids and token types of each pair (``texts[i]``, ``pairs[i]``)."""
+        if len(texts) != len(pairs):
+            raise UserError(
+                f"{len(texts)} texts but {len(pairs)} text pairs; give one pair per text"
+            )
+        limit = char_limit(self.max_length)
+        batch = [(a[:limit], b[:limit]) for a, b in zip(texts, pairs, strict=True)]
+        encodings = self.tokenizer.encode_batch(batch)
+        return [e.ids for e in encodings], [e.type_ids for e in encodings]
+
+
 def encode_texts(
-    tokenizer: Tokenizer, texts: Sequence[str], max_length: int, pad_id: int
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    max_length: int,
+    pad_id: int,
+    pairs: Sequence[str] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Encodes raw ``texts`` for prediction: ``input_ids`` (B, T), ``attention_mask`` (B, T)."""
+    """Encodes raw ``texts`` for prediction: ``input_ids`` (B, T), ``attention_mask`` (B, T).
+
+    With ``pairs`` (one per text), rows are ``[CLS] text [SEP] pair [SEP]`` (see
+    `PairEncoder`) and the batch also holds ``token_type_ids`` (B, T).
+    """
     if not texts:
         raise ValueError("encode_texts needs at least one text")
-    input_ids, attention_mask = pad_batch(encode_ids(tokenizer, texts, max_length), pad_id)
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
+    if pairs is None:
+        input_ids, attention_mask = pad_batch(encode_ids(tokenizer, texts, max_length), pad_id)
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+    ids, types = PairEncoder(tokenizer, max_length)(texts, pairs)
+    input_ids, attention_mask = pad_batch(ids, pad_id)
+    token_type_ids = pad_token_types(types, input_ids.shape[1])
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "token_type_ids": token_type_ids,
+    }
 
 
 def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:

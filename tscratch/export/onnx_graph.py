@@ -1,8 +1,10 @@
 """The classifier as an ONNX graph, and its dynamically int8-quantized twin.
 
 Inputs `input_ids` (B, T) int64 and `attention_mask` (B, T) int64 (1 = real token, the Hugging
-Face convention); output `logits` (B, C) float32; B and T are dynamic. onnx, onnxruntime and
-onnxscript (torch's ONNX exporter needs it) come with the optional `export` extra.
+Face convention), and for a model of text pairs `token_type_ids` (B, T) int64 (0 on
+`[CLS] a [SEP]` and padding, 1 on `b [SEP]`); output `logits` (B, C) float32; B and T are
+dynamic. A single-text model's graph has no token-type input. onnx, onnxruntime and onnxscript
+(torch's ONNX exporter needs it) come with the optional `export` extra.
 """
 
 from __future__ import annotations
@@ -47,19 +49,34 @@ class _Logits(nn.Module):
         return self.model(input_ids, attention_mask).logits  # (B, C)
 
 
-def export_onnx(model: TransformerClassifier, max_length: int, file: Path) -> None:
-    """Write `model` to `file` as an ONNX graph (see the module doc); T may reach `max_length`."""
+class _PairLogits(_Logits):
+    """`_Logits` of a text-pair model: token types are a third input."""
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor:
+        return self.model(input_ids, attention_mask, token_type_ids=token_type_ids).logits
+
+
+def export_onnx(
+    model: TransformerClassifier, max_length: int, file: Path, token_types: bool = False
+) -> None:
+    """Write `model` to `file` as an ONNX graph (see the module doc); T may reach `max_length`.
+
+    With `token_types` (a model of text pairs), the graph also takes `token_type_ids`.
+    """
     # The explicit attention path: in ONNX the fused kernel would be decomposed into the same
     # MatMul/Softmax ops anyway, and the explicit path zeroes fully padded rows with plain ops
     # that every runtime supports. `attention_impl` changes no weight, so the state dict fits.
     config = model.config.replace(attention_impl="explicit")
     explicit = TransformerClassifier(config, model.head.proj.out_features, model.head.pooling)
     explicit.load_state_dict(model.state_dict())
-    wrapper = _Logits(explicit.float()).eval()
+    wrapper = (_PairLogits if token_types else _Logits)(explicit.float()).eval()
     # A padded example batch (B=2, T=8), so no size or mask gets baked in as a constant.
     T = min(8, max_length)
     input_ids = torch.zeros(2, T, dtype=torch.long)
     attention_mask = (torch.arange(T) < torch.tensor([[T], [T // 2 + 1]])).long()  # (2, T)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if token_types:  # the second half of each row is its second text
+        inputs["token_type_ids"] = (torch.arange(T) >= T // 2).long().repeat(2, 1)  # (2, T)
     batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence", max=max_length)
     axes = {0: batch, 1: length}
     # Quiet the exporter's notes that are not about this model: both inputs share the two Dims
@@ -73,11 +90,11 @@ def export_onnx(model: TransformerClassifier, max_length: int, file: Path) -> No
             warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
             torch.onnx.export(
                 wrapper,
-                (input_ids, attention_mask),
+                tuple(inputs.values()),
                 str(file),
-                input_names=["input_ids", "attention_mask"],
+                input_names=list(inputs),
                 output_names=["logits"],
-                dynamic_shapes={"input_ids": axes, "attention_mask": axes},
+                dynamic_shapes={name: axes for name in inputs},
                 dynamo=True,  # torch's maintained exporter; the TorchScript one is deprecated
                 external_data=False,  # one self-contained file
                 verbose=False,
@@ -102,13 +119,20 @@ def quantize_onnx(source: Path, target: Path) -> None:
         logging.getLogger().removeFilter(hint)
 
 
-def onnx_forward(file: Path) -> Callable[[Tensor, Tensor], Tensor]:
-    """(input_ids (B, T), attention_mask (B, T)) -> float32 logits (B, C), on onnxruntime."""
+def onnx_forward(file: Path) -> Callable[..., Tensor]:
+    """(input_ids (B, T), attention_mask (B, T)[, token_type_ids (B, T)]) -> float32 logits
+    (B, C), on onnxruntime; token types are fed to a graph that takes them (a pair model's)."""
     onnxruntime = require_export_extra(f"running {file.name}")
     session = onnxruntime.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+    takes_types = "token_type_ids" in {i.name for i in session.get_inputs()}
 
-    def forward(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def forward(
+        input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor:
         feed = {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.long().numpy()}
+        if takes_types:
+            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+            feed["token_type_ids"] = types.long().numpy()
         return torch.from_numpy(session.run(["logits"], feed)[0]).float()
 
     return forward
