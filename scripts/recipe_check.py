@@ -28,7 +28,7 @@ from pathlib import Path
 
 from baseline_tfidf import tfidf_scores
 
-from tscratch.data.sources import load_bbc_news
+from tscratch.data.loading import load_bbc_news
 from tscratch.data.splits import load_labeled_splits
 
 SCRIPTS = Path(__file__).resolve().parent

@@ -85,7 +85,7 @@ def test_folder_holds_the_files_and_config(folder, checkpoint):
         "model.int8.onnx",
     }  # fmt: skip
     config = json.loads((folder / "config.json").read_text())
-    assert config["format_version"] == tscratch.export.FORMAT_VERSION
+    assert config["format_version"] == tscratch.export.SINGLE_TEXT_VERSION == 1  # as before pairs
     assert config["tscratch_version"]
     assert config["label_names"] == LABELS
     assert (config["num_classes"], config["pooling"], config["max_length"]) == (3, "mean", 24)
@@ -185,9 +185,9 @@ def test_export_reads_a_checkpoint_file(checkpoint, tmp_path):
 def test_newer_format_is_refused(folder, tmp_path):
     copy = _copy(folder, tmp_path)
     config = json.loads((copy / "config.json").read_text())
-    (copy / "config.json").write_text(json.dumps({**config, "format_version": 2}))
-    with pytest.raises(UserError, match=r"config\.json has format_version 2, newer than this "
-                       r"tscratch reads \(1\); upgrade tscratch"):  # fmt: skip
+    (copy / "config.json").write_text(json.dumps({**config, "format_version": 3}))
+    with pytest.raises(UserError, match=r"config\.json has format_version 3, newer than this "
+                       r"tscratch reads \(2\); upgrade tscratch"):  # fmt: skip
         load(copy)
 
 

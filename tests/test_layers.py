@@ -16,11 +16,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tscratch"
 # Rank of each layer: a module may import its own layer or a lower one, never a higher one.
 LAYERS = {
     "errors": 0, "config": 1, "nn": 2, "model": 3, "pretrained": 3, "data": 3, "training": 4,
-    "cli": 5, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1,
+    "cli": 5, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1, "seq2seq": 3,
 }  # fmt: skip
 # Same rank, kept apart: the data side knows nothing of the model side and vice versa.
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}
 APART |= {("data", "masked_lm"), ("masked_lm", "data")}
+APART |= {("data", "seq2seq"), ("seq2seq", "data")}
 # An exported folder loads without Lightning: the exporter never imports the training side.
 APART |= {("export", "training")}
 

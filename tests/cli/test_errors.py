@@ -27,7 +27,7 @@ from tscratch.cli.fit import resolve_ckpt_path
 from tscratch.config import EncoderConfig
 from tscratch.data import sources
 from tscratch.data.datamodule import TextClassificationData
-from tscratch.data.sources import load_source
+from tscratch.data.loading import load_source
 from tscratch.errors import UserError, one_line
 from tscratch.nn.positions import POSITIONS, position_length_limit
 from tscratch.training.classification import ClassificationTask
@@ -420,7 +420,8 @@ def test_nan_loss_from_a_huge_learning_rate(script, tmp_path):
 def test_predict_without_input(script, tmp_path):
     proc = script("predict.py", "--ckpt_path", tmp_path / "any.ckpt", cwd=tmp_path)
     assert error_line(proc) == (
-        "error: no input: pass texts as arguments or --input FILE (one text per line)"
+        "error: no input: pass texts as arguments, --pair TEXT TEXT_PAIR (for a pair model) or "
+        "--input FILE"
     )
 
 

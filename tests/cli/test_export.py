@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+import torch
 
 from tscratch.cli.export import main
 from tscratch.export import load
@@ -79,3 +80,56 @@ def test_metrics_that_are_not_numbers_exit_2(capsys, tmp_path, content):
         f"error: --metrics {metrics}: expected one JSON object of numbers, as scripts/test.py "
         "prints\n"
     )
+
+
+def _report_folder(folder, label_names):
+    """A real `scripts/test.py --output` folder, from made-up logits."""
+    from tscratch.training.report import classification_report, write_report
+
+    torch.manual_seed(0)
+    logits, labels = torch.randn(40, len(label_names)), torch.arange(40) % len(label_names)
+    report = classification_report(logits, labels, label_names)
+    write_report(report, folder)
+    return report
+
+
+@pytest.mark.slow
+def test_report_puts_the_per_class_table_and_picture_on_the_card(best_ckpt, tmp_path, capsys):
+    # the checkpoint's label names: export once without a report to read them
+    assert main(["--ckpt_path", str(best_ckpt), "--out", str(tmp_path / "probe")]) == 0
+    labels = json.loads((tmp_path / "probe" / "config.json").read_text())["label_names"]
+    report = _report_folder(tmp_path / "report", labels)
+    out = tmp_path / "bbc"
+
+    code = main(
+        ["--ckpt_path", str(best_ckpt), "--out", str(out), "--report", str(tmp_path / "report")]
+    )
+
+    assert code == 0, capsys.readouterr().err
+    assert (out / "confusion_matrix.png").read_bytes() == (
+        tmp_path / "report" / "confusion_matrix.png"
+    ).read_bytes()
+    card = (out / "README.md").read_text()
+    assert f"On 40 test examples: accuracy {report['accuracy']:.4f}" in card
+    for row in report["per_class"]:
+        assert f"| {row['label']} | {row['precision']:.4f} | {row['recall']:.4f} |" in card
+    assert "![confusion matrix: rows true, columns predicted](confusion_matrix.png)" in card
+
+
+def test_report_folder_without_metrics_exits_2(capsys, tmp_path):
+    args = ["--ckpt_path", "x.ckpt", "--out", str(tmp_path / "o"), "--report", str(tmp_path)]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        f"error: --report {tmp_path}: no metrics.json there; run scripts/test.py --output\n"
+    )
+
+
+@pytest.mark.slow
+def test_report_of_other_labels_exits_2(best_ckpt, capsys, tmp_path):
+    _report_folder(tmp_path / "report", ["a", "b"])
+    args = ["--ckpt_path", str(best_ckpt), "--out", str(tmp_path / "o")]
+    assert main([*args, "--report", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the report's labels ['a', 'b'] are not the model's [")
+    assert err.endswith("pass the report scripts/test.py wrote for this checkpoint\n")
+    assert not (tmp_path / "o").exists()

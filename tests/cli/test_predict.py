@@ -226,7 +226,7 @@ def _table(tmp_path, name: str, content: str | bytes) -> str:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], r"no input: pass texts as arguments or --input FILE \(one text per line\)"),
+        ([], r"no input: pass texts as arguments, --pair TEXT TEXT_PAIR \(for a pair model\) or "),
         (["--input", "{blank.txt}"], r"no input: pass texts"),
         (["--input", "{none.txt}"], r"--input .*none\.txt: no such file"),
         (["--input", "{t.xlsx}"], r"--input .*t\.xlsx: unknown file type '\.xlsx'; use \.txt or"),

@@ -12,10 +12,11 @@ import pytest
 import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
-from tscratch.data import sources
+from tscratch.data import loading, sources
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.encoding import PadCollator, encode_ids, encode_texts, padding_fraction
-from tscratch.data.sources import column, grouped_stratified_split, load_bbc_news, prepare_splits
+from tscratch.data.loading import load_bbc_news
+from tscratch.data.sources import column, grouped_stratified_split, prepare_splits
 from tscratch.data.splits import take_rows
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 from tscratch.errors import UserError
@@ -223,7 +224,7 @@ def test_hub_failure_suggests_local_data(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(
         ValueError, match=r"could not load dataset 'someone/reviews'.*dataset='bbc_news'"
     ):
-        sources.load_source("someone/reviews")
+        loading.load_source("someone/reviews")
 
 
 def test_empty_texts_are_dropped(caplog: pytest.LogCaptureFixture) -> None:

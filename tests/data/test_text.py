@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tscratch.data.loading import load_source
 from tscratch.data.masking import IGNORE_INDEX
-from tscratch.data.sources import column, load_source, prepare_splits
+from tscratch.data.sources import column, prepare_splits
 from tscratch.data.text import (
     PretrainingTextData,
     chunk_ids,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import tscratch.data.sources
+import tscratch.data.loading
 from tscratch.cli.fit import resolve_ckpt_path
 from tscratch.training.checkpointing import (
     CheckpointError,
@@ -279,12 +279,12 @@ def test_datasets_load_without_remote_code(tmp_path, monkeypatch, dataset):
 
         return DatasetDict({"train": Dataset.from_dict({"text": ["a"], "label": [0]})})
 
-    monkeypatch.setattr(tscratch.data.sources.datasets, "load_dataset", fake_load_dataset)
+    monkeypatch.setattr(tscratch.data.loading.datasets, "load_dataset", fake_load_dataset)
     csv = tmp_path / "data.csv"
     csv.write_text("text,label\na,0\n")
     data_files = str(csv) if dataset == "csv" else None
 
-    tscratch.data.sources.load_source(dataset, data_files=data_files, cache_dir=str(tmp_path))
+    tscratch.data.loading.load_source(dataset, data_files=data_files, cache_dir=str(tmp_path))
 
     assert len(calls) == 1
     assert not calls[0].get("trust_remote_code", False)

@@ -104,6 +104,8 @@ def test_every_field_but_the_runtime_ones_is_checked_on_resume():
     assert set(keys) == (fields - EncoderConfig.RUNTIME_FIELDS) | {
         "num_classes", "label_names", "pooling",  # the head
         "head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers",  # parameter groups
+        "loss", "focal_gamma", "class_weights",  # the training objective
+        "multi_label",  # the loss and the saved thresholds
     }  # fmt: skip
     assert {"dropout", "attention_dropout", "attention_impl"} == EncoderConfig.RUNTIME_FIELDS
 

@@ -105,7 +105,13 @@ def test_a_font_that_covers_a_character_joins_the_fallback(fresh_font_caches):
 # --- the callback ---------------------------------------------------------------------------
 
 
-def _stand_ins(tmp_path: Path, datamodule=None, num_classes: int = 3, vocab_size: int = 50):
+def _stand_ins(
+    tmp_path: Path,
+    datamodule=None,
+    num_classes: int = 3,
+    vocab_size: int = 50,
+    type_vocab_size: int = 0,
+):
     """A Trainer and a LightningModule reduced to the public attributes the callback reads."""
     config = EncoderConfig(
         vocab_size=vocab_size,
@@ -115,6 +121,7 @@ def _stand_ins(tmp_path: Path, datamodule=None, num_classes: int = 3, vocab_size
         num_layers=2,
         max_len=64,
         dropout=0.0,
+        type_vocab_size=type_vocab_size,
     )
     module = SimpleNamespace(
         model=TransformerClassifier(config, num_classes).eval(),
@@ -127,6 +134,7 @@ def _stand_ins(tmp_path: Path, datamodule=None, num_classes: int = 3, vocab_size
         is_global_zero=True,
         global_step=7,
         datamodule=datamodule,
+        lightning_module=module,  # the callback asks it whether the labels are multi-label
     )
     return trainer, module
 
@@ -192,6 +200,36 @@ def test_misclassified_rows_show_the_datamodule_text_or_decoded_ids(tmp_path):
     ]
     _run_epoch(callback, trainer, module, [_batch()])  # no index: ids, as no tokenizer is known
     assert [text for text, _, _ in callback.misclassified] == ["[2, 5, 6, 7]", "[2, 8, 9]"]
+
+
+def test_the_heatmap_of_a_text_pair_is_drawn_with_its_token_types(tmp_path):
+    trainer, module = _stand_ins(tmp_path, type_vocab_size=2)
+    model, calls = module.model, []
+    forward = model.forward
+
+    def spy(*args, **kwargs):  # records what the heatmap hands the model
+        calls.append(kwargs.get("token_type_ids"))
+        return forward(*args, **kwargs)
+
+    model.forward = spy
+    pair = _batch()  # rows [CLS] 5 [SEP] 7 and [CLS] 8 [SEP] as ids 2 5 6 7 / 2 8 9
+    pair["token_type_ids"] = torch.tensor([[0, 0, 0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]])
+    callback = ValidationPictures()
+    _run_epoch(callback, trainer, module, [pair])
+
+    assert callback.heatmap_types.tolist() == [0, 0, 0, 1]  # the first row's, real tokens only
+    assert [t.tolist() for t in calls] == [[[0, 0, 0, 1]]]
+    # The types change what the model attends to, so leaving them out would draw another map.
+    ids, types = callback.heatmap_example[None], callback.heatmap_types[None]
+    with torch.no_grad():
+        typed = forward(ids, token_type_ids=types, need_weights=True).attentions[0]
+        untyped = forward(ids, need_weights=True).attentions[0]
+    assert not torch.allclose(typed, untyped)
+    # Single texts: no types are passed (and none are kept).
+    plain = ValidationPictures()
+    calls.clear()
+    _run_epoch(plain, trainer, module, [_batch()])
+    assert plain.heatmap_types is None and calls == [None]
 
 
 def test_nothing_is_collected_or_drawn_during_the_sanity_check(tmp_path):

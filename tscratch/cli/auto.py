@@ -1,20 +1,27 @@
 """fit.py's `auto` settings: read the training split, apply `tscratch.training.recipe`'s rules,
 write the values into the parsed config (so the run's config.yaml records numbers) and print
-what was chosen and why."""
+what was chosen and why. `model.class_weights auto` is resolved here too, from the training
+split's label counts (`tscratch.training.losses.inverse_frequency`)."""
 
 from __future__ import annotations
 
 import logging
+import math
+import statistics
+from collections import Counter
 from collections.abc import Sequence
 
 from jsonargparse import Namespace
 
 from tscratch.config import EncoderConfig
-from tscratch.data.sources import column
+from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.tokenizer import load_tokenizer
 from tscratch.nn.positions import position_length_limit
 from tscratch.training import recipe
+from tscratch.training.losses import inverse_frequency
+from tscratch.training.multilabel import check_multilabel_options
+from tscratch.training.recipe import estimate_tokens
 
 log = logging.getLogger("tscratch")
 
@@ -42,7 +49,12 @@ def choose_auto_settings(config: Namespace, options: Sequence[str]) -> list[reci
         return []
     data = config.data
     splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
-    profile = recipe.DataProfile.of(column(splits.train, "text"), len(splits.label_names))
+    if "model.class_weights" in wanted:
+        wanted.remove("model.class_weights")
+        config.model.class_weights = auto_class_weights(splits)
+        if not wanted:
+            return []
+    profile = training_profile(splits, data.get("text_pair_column") is not None)
     encoder = EncoderConfig.from_flat(config.model.as_dict(), vocab_size=2)  # sizes unused here
     if "data.vocab_size" in wanted and data.tokenizer is not None:  # given, or init_from's
         wanted.remove("data.vocab_size")
@@ -55,3 +67,37 @@ def choose_auto_settings(config: Namespace, options: Sequence[str]) -> list[reci
     if choices:
         log.info(recipe.describe(profile, choices))
     return choices
+
+
+def training_profile(splits: LabeledSplits, pairs: bool = False) -> recipe.DataProfile:
+    """The recipe's profile of the training split. With ``pairs``, a row is measured as the
+    model reads it, ``[CLS] a [SEP] b [SEP]``: both texts and three special tokens."""
+    texts, classes = column(splits.train, "text"), len(splits.label_names)
+    if not pairs:
+        return recipe.DataProfile.of(texts, classes)
+    # Each estimate counts one [CLS]; a pair has three special tokens, hence the + 1.
+    second = column(splits.train, "text_pair")
+    pair_lengths = (
+        estimate_tokens(a) + estimate_tokens(b) + 1 for a, b in zip(texts, second, strict=True)
+    )
+    lengths = sorted(pair_lengths)
+    p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]  # as DataProfile.of
+    median = int(statistics.median(lengths))
+    log.info("text pairs: the auto settings measure each row as [CLS] text [SEP] text_pair [SEP]")
+    return recipe.DataProfile(len(lengths), classes, median, p95, sum(lengths), tuple(lengths))
+
+
+def auto_class_weights(splits: LabeledSplits) -> list[float]:
+    """Inverse-frequency class weights of the training split, averaging 1; logged."""
+    labels = column(splits.train, "labels")
+    if labels and isinstance(labels[0], list):  # multi-label: class weights do not apply
+        check_multilabel_options("auto", "cross_entropy")
+    counts = Counter(labels)
+    per_class = [counts.get(i, 0) for i in range(len(splits.label_names))]
+    weights = inverse_frequency(per_class, splits.label_names)
+    shown = ", ".join(
+        f"{name} {w:.2f} ({n:,} rows)"
+        for name, w, n in zip(splits.label_names, weights, per_class, strict=True)
+    )
+    log.info("class weights (auto, inverse frequency of the training labels): %s", shown)
+    return weights

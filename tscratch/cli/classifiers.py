@@ -2,8 +2,9 @@
 
 `open_classifier(SOURCE)` takes a fit.py checkpoint (`.ckpt`), an exported folder, or an exported
 `model.onnx` / `model.int8.onnx` file, and returns a `tscratch.export.ExportedClassifier`
-(`predict(texts)`, `logits(texts)`, `labels`, `max_length`). predict.py and serve.py use it, so
-the three kinds of model answer the same way.
+(`predict(texts)`, `logits(texts)`, `labels`, `max_length`; a model of text pairs takes
+`predict(texts, pairs)` and says so in `reads_pairs`). predict.py and serve.py use it, so the
+three kinds of model answer the same way.
 """
 
 from __future__ import annotations

@@ -70,6 +70,12 @@ def evaluate(
     model = ClassificationTask.from_checkpoint(checkpoint)
     if model.tokenizer_json is None:
         raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
+    if model.multi_label is not None:  # the report (confusion, calibration) is single-label
+        raise UserError(
+            f"{path} is a multi-label model; scripts/test.py reports single-label models only: "
+            "fit.py tests it at the end of training with its tuned thresholds (test/f1 macro, "
+            "test/f1_micro, test/acc exact match)"
+        )
     data_args = {
         k: v
         for k, v in checkpoint.get("datamodule_hyper_parameters", {}).items()

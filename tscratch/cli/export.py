@@ -1,9 +1,10 @@
 """Export a checkpoint as a folder that loads without Lightning: `tscratch.load(DIR)`.
 
-`python scripts/export.py --ckpt_path CKPT --out DIR [--onnx] [--quantize] [--metrics FILE]`
+`python scripts/export.py --ckpt_path CKPT --out DIR [--onnx] [--quantize] [--report DIR]`
 writes config.json, model.safetensors, tokenizer.json and a README.md model card (see
-`tscratch.export`); `--onnx` adds model.onnx, `--quantize` model.int8.onnx. `--metrics` takes
-the JSON line `scripts/test.py` prints, for the card. The run's config.yaml, when it sits where
+`tscratch.export`); `--onnx` adds model.onnx, `--quantize` model.int8.onnx. `--report` takes
+the folder `scripts/test.py --output` writes (per-class table and confusion matrix on the card);
+`--metrics` the JSON line test.py prints. The run's config.yaml, when it sits where
 fit.py leaves it (next to the `checkpoints/` folder), is copied as training_config.yaml.
 """
 
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> Path:
     if args.onnx or args.quantize:  # before the slow part
         require_export_extra("--onnx" if args.onnx else "--quantize")
     metrics = _read_metrics(args.metrics) if args.metrics else None
+    report, picture = _read_report(args.report) if args.report else (None, None)
     path = Path(args.ckpt_path)
     if not path.is_file():
         raise MissingFile(f"--ckpt_path {args.ckpt_path}: no such file")
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> Path:
         quantize=args.quantize,
         metrics=metrics,
         training_config=training_config,
+        report=report,
+        confusion_png=picture,
     )
 
 
@@ -64,6 +68,23 @@ def _read_metrics(name: str) -> dict[str, float]:
     return {str(k): float(v) for k, v in metrics.items()}
 
 
+def _read_report(name: str) -> tuple[dict, Path | None]:
+    """The metrics.json (and confusion_matrix.png, if there) of `scripts/test.py --output`."""
+    folder = Path(name)
+    path = folder / "metrics.json"
+    if not path.is_file():
+        raise MissingFile(f"--report {name}: no metrics.json there; run scripts/test.py --output")
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(report, dict) and {"per_class", "accuracy", "macro_f1"} <= report.keys()
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UserError(f"--report {name}: {path} is not a report written by scripts/test.py")
+    picture = folder / "confusion_matrix.png"
+    return report, picture if picture.is_file() else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpt_path", required=True, help="checkpoint written by fit.py")
@@ -73,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         "--quantize", action="store_true", help="also write model.int8.onnx (implies --onnx)"
     )
     parser.add_argument("--metrics", help="JSON file of test metrics (scripts/test.py output)")
+    parser.add_argument(
+        "--report",
+        help="folder written by scripts/test.py --output: per-class table and confusion picture "
+        "on the model card",
+    )
     args = parser.parse_args(argv)
     try:
         out = run(args)

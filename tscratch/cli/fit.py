@@ -5,9 +5,10 @@ short summary. What it adds to Lightning's defaults, and why:
 
 - sizes from the data (`vocab_size`, `num_classes`, `pad_id`, label names) are linked into the
   model, never typed by hand;
-- settings set to `auto` (`data.max_length`, `data.vocab_size`, `model.token_dropout`, and
-  `trainer.max_epochs` when neither it nor `max_steps` is given) are chosen from the training
-  data by the rules in `tscratch.training.recipe` and printed;
+- settings set to `auto` (`data.max_length`, `data.vocab_size`, `model.token_dropout`,
+  `model.class_weights`, and `trainer.max_epochs` when neither it nor `max_steps` is given) are
+  chosen from the training data by the rules in `tscratch.training.recipe` (class weights:
+  inverse label frequency) and printed;
 - precision is chosen explicitly and logged: `16-mixed` on CUDA, `bf16-mixed` on a CPU with
   native bf16 matrix instructions, `32-true` otherwise; `--trainer.precision` always wins;
 - two checkpoints per run under `lightning_logs/version_N/checkpoints/`: `best-*.ckpt` by
@@ -18,7 +19,10 @@ short summary. What it adds to Lightning's defaults, and why:
   (Lightning's own `last` only looks in a fresh folder);
 - checkpoints are written atomically and loaded as data only
   (`tscratch.training.checkpointing`), and Ctrl-C or SIGTERM saves `last.ckpt` and prints how
-  to resume (`tscratch.training.callbacks`).
+  to resume (`tscratch.training.callbacks`);
+- an `EarlyStopping` callback (`--trainer.callbacks+=EarlyStopping`) is checked before the run
+  and, when it ends the run, the stop is stated against the scheduled length
+  (`tscratch.cli.stopping`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.auto import choose_auto_settings
 from tscratch.cli.checks import check_max_length, check_resume
+from tscratch.cli.pairs import settle_token_types
+from tscratch.cli.stopping import check_early_stopping, early_stop_note
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
@@ -118,7 +124,13 @@ class TScratchCLI(LightningCLI):
     """The checkpoint `--ckpt_path` names, read once while resolving it."""
     pretrained: Pretrained | None = None
     """The encoder `--model.init_from` names, read once while adopting its architecture."""
-    data_links: tuple[str, ...] = ("vocab_size", "num_classes", "pad_id", "label_names")
+    data_links: tuple[str, ...] = (
+        "vocab_size",
+        "num_classes",
+        "pad_id",
+        "label_names",
+        "multi_label",
+    )
     """Data-module properties linked into the model's arguments of the same name."""
     best_metric: tuple[str, str] = ("val/acc", "max")
     """What the `best-*.ckpt` checkpoint is the best by, and in which direction."""
@@ -128,10 +140,11 @@ class TScratchCLI(LightningCLI):
         "data.max_length",
         "data.vocab_size",
         "model.token_dropout",
+        "model.class_weights",
         "trainer.max_epochs",
     )
-    """Options chosen from the data (`tscratch.training.recipe`) when set to `auto`; max_epochs
-    when neither it nor max_steps is set."""
+    """Options chosen from the data (`tscratch.training.recipe`; class weights from the training
+    labels) when set to `auto`; max_epochs when neither it nor max_steps is set."""
 
     def _adopt_init_source(self, config: Namespace) -> Pretrained:
         """Take the architecture and the tokenizer from `--model.init_from`."""
@@ -209,6 +222,7 @@ class TScratchCLI(LightningCLI):
             ]
         if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
+        settle_token_types(config)  # text pairs need token types 0 and 1
         choose_auto_settings(config, self.auto_options)
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
@@ -252,7 +266,8 @@ def resolve_ckpt_path(
     return str(path), version, state
 
 
-def trainer_defaults() -> dict[str, Any]:
+def trainer_defaults(extra_callbacks: list[L.Callback] | None = None) -> dict[str, Any]:
+    """What every run gets unless its config says otherwise; `extra_callbacks` are appended."""
     return {
         "gradient_clip_val": 1.0,
         "log_every_n_steps": 10,
@@ -264,12 +279,16 @@ def trainer_defaults() -> dict[str, Any]:
             GracefulStop(),  # Ctrl-C / SIGTERM: finish the step, save last.ckpt, exit 130 / 143
             # TensorBoard: confusion matrix, attention heatmaps, misclassified validation texts.
             ValidationPictures(),
+            *(extra_callbacks or []),
         ],
     }
 
 
-def main(args: list[str] | None = None) -> int:
-    """Train, test the best checkpoint and print a summary. Returns the exit code."""
+def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = None) -> int:
+    """Train, test the best checkpoint and print a summary. Returns the exit code.
+
+    `callbacks` join the Trainer's own (scripts/sweep.py passes its pruning callback).
+    """
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
     # The command line reaches LightningCLI as `args` (configs resolved), not as sys.argv.
@@ -282,7 +301,7 @@ def main(args: list[str] | None = None) -> int:
             args=args,
             run=False,
             seed_everything_default=0,  # what `true` means, without Lightning's "No seed found"
-            trainer_defaults=trainer_defaults(),
+            trainer_defaults=trainer_defaults(extra_callbacks=callbacks),
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"default_config_files": defaults},
         )
@@ -291,7 +310,10 @@ def main(args: list[str] | None = None) -> int:
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None
         cli.check_resume()
+        check_early_stopping(trainer.early_stopping_callbacks, model.validation_metrics())
         trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
+        if not trainer.interrupted and (note := early_stop_note(trainer, model.scheduled_steps)):
+            log.info(note)
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
             trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)
@@ -356,8 +378,10 @@ def _summary(trainer, best: str | None) -> None:
         see = f"see the run: tensorboard --logdir {log_dir.parent}"
     else:
         see = f"logs: {log_dir}"
+    multi = getattr(trainer.lightning_module, "multi_label", None) is not None
     log.info(
-        "\ntest accuracy %.4f, macro-F1 %.4f\nbest checkpoint: %s\nlast checkpoint: %s\n%s",
+        "\ntest %s %.4f, macro-F1 %.4f\nbest checkpoint: %s\nlast checkpoint: %s\n%s",
+        "exact match (multi-label, tuned thresholds)" if multi else "accuracy",
         float(acc) if acc is not None else float("nan"),
         float(f1) if f1 is not None else float("nan"),
         best,

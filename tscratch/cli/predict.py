@@ -5,6 +5,15 @@
 whatever `open_classifier` opens: a fit.py checkpoint (read as data only), an exported folder, or
 its `model.onnx` / `model.int8.onnx`. File formats are described in `tscratch.cli.predict_io`.
 
+A model trained on text pairs (`--data.text_pair_column`) reads pairs only: `--pair TEXT
+TEXT_PAIR` (repeatable) or `--input` a table with a column of texts and one of their pairs
+(`--text_column`, `--text_pair_column`); its objects also hold `text_pair`. A single-text model
+refuses pairs, and a pair model single texts, with one line.
+
+A multi-label model (trained on a label column of lists) prints `{"text", "labels",
+"probabilities"}`: `labels` maps every label whose probability reaches its threshold (tuned on
+validation, stored in the checkpoint) to that probability, most probable first.
+
 Texts are run longest first in batches of similar length, so batches carry little padding; the
 results are put back in input order. A text longer than the model's `max_length` is cut, as in
 training, or with `--long_text chunk` read whole in overlapping windows (see `document_logits`).
@@ -22,7 +31,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.predict_io import check_output, read_inputs, write_results
+from tscratch.cli.predict_io import check_output, read_inputs, read_pair_inputs, write_results
 from tscratch.data.encoding import encode_ids
 from tscratch.errors import UserError, report
 from tscratch.export import ExportedClassifier
@@ -99,17 +108,36 @@ def document_logits(
 
 
 def sorted_logits(
-    classifier: ExportedClassifier, ids: Sequence[list[int]], batch_size: int, progress: bool
+    classifier: ExportedClassifier,
+    ids: Sequence[list[int]],
+    batch_size: int,
+    progress: bool,
+    token_type_ids: Sequence[list[int]] | None = None,
 ) -> Tensor:
     """`classifier.logits_of_ids(ids)`, run longest first so each batch holds rows of similar
-    length (less padding), and returned in the order of `ids`."""
+    length (less padding), and returned in the order of `ids`. A pair model's rows come with
+    their `token_type_ids`."""
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
     out = torch.empty(len(ids), len(classifier.labels))
     quiet = not progress or len(batches) < 2
     for batch in tqdm(batches, desc="predict", unit="batch", file=sys.stderr, disable=quiet):
-        out[batch] = classifier.logits_of_ids([ids[i] for i in batch], len(batch))
+        types = None if token_type_ids is None else [token_type_ids[i] for i in batch]
+        out[batch] = classifier.logits_of_ids([ids[i] for i in batch], len(batch), types)
     return out
+
+
+def pair_logits(
+    classifier: ExportedClassifier,
+    texts: Sequence[str],
+    pairs: Sequence[str],
+    batch_size: int = 32,
+    progress: bool = False,
+) -> Tensor:
+    """Float32 logits (N, C) of a pair model for (`texts[i]`, `pairs[i]`), in order; each pair
+    cut longest-first to `max_length`, as in training."""
+    ids, types = classifier.encode_pairs(texts, pairs)
+    return sorted_logits(classifier, ids, batch_size, progress, types)
 
 
 def keep_top(result: dict, k: int) -> dict:
@@ -123,18 +151,29 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("texts", nargs="*", help="texts to classify (before those of --input)")
     add(
+        "--pair", nargs=2, action="append", dest="pairs", default=[],
+        metavar=("TEXT", "TEXT_PAIR"), help="for a model trained on text pairs: a text and its "
+        "pair to classify together (repeat the flag for more; before those of --input)",
+    )  # fmt: skip
+    add(
         "--model", "--ckpt_path", dest="model", required=True, metavar="SOURCE",
         help="a fit.py .ckpt, an exported folder, or its model.onnx / model.int8.onnx "
         "(--ckpt_path is the same flag, kept for older commands)",
     )  # fmt: skip
     add(
         "--input", metavar="FILE", help="'-' (stdin) or .txt: one text per line; "
-        ".csv/.jsonl/.json/.parquet: one text per row, in --text_column",
+        ".csv/.jsonl/.json/.parquet: one text per row, in --text_column (for a pair model, "
+        "one pair per row, in --text_column and --text_pair_column)",
     )  # fmt: skip
     add(
         "--data.text_column", "--text_column", dest="text_column", metavar="NAME",
         help="the column of texts in a table file "
         "(default: guessed from common names such as text, content, review)",
+    )  # fmt: skip
+    add(
+        "--data.text_pair_column", "--text_pair_column", dest="text_pair_column",
+        metavar="NAME", help="for a model trained on text pairs: the column of second texts in "
+        "a table file (default: the column name the model was trained with)",
     )  # fmt: skip
     add(
         "--output", metavar="FILE", help="write the results to a .jsonl (JSON lines) or .csv "
@@ -171,8 +210,13 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(f"--batch_size ({args.batch_size}) must be at least 1")
     if args.stride is not None and args.long_text != "chunk":
         raise UserError(f"--stride ({args.stride}) applies only with --long_text chunk")
-    texts = read_inputs(args.texts, args.input, args.text_column)
+    if not (args.texts or args.pairs or args.input is not None):  # before the slow load
+        raise UserError(
+            "no input: pass texts as arguments, --pair TEXT TEXT_PAIR (for a pair model) or "
+            "--input FILE"
+        )
     classifier = open_classifier(args.model, args.device)
+    texts, pairs = _inputs(args, classifier)
     if args.top_k is not None and args.top_k > len(classifier.labels):
         raise UserError(
             f"--top_k ({args.top_k}) must be at most the number of labels "
@@ -187,16 +231,50 @@ def run(args: argparse.Namespace) -> None:
             f"{classifier.max_length} (windows hold {room} text tokens)"
         )
     start = time.perf_counter()
-    logits = document_logits(
-        classifier, texts, args.long_text, stride, args.batch_size, args.input is not None
-    )
+    progress = args.input is not None
+    if pairs is None:
+        logits = document_logits(
+            classifier, texts, args.long_text, stride, args.batch_size, progress
+        )
+    else:
+        logits = pair_logits(classifier, texts, pairs, args.batch_size, progress)
     seconds = time.perf_counter() - start
-    results = classifier.results(texts, logits)
+    results = classifier.results(texts, logits, pairs)
     if args.top_k is not None:
         results = [keep_top(result, args.top_k) for result in results]
     write_results(results, classifier.labels, output)
     rate = len(texts) / max(seconds, 1e-9)
-    sys.stderr.write(f"{len(texts)} texts in {seconds:.2f} s ({rate:.1f} texts/s)\n")
+    unit = "texts" if pairs is None else "pairs"
+    sys.stderr.write(f"{len(texts)} {unit} in {seconds:.2f} s ({rate:.1f} {unit}/s)\n")
+
+
+def _inputs(
+    args: argparse.Namespace, classifier: ExportedClassifier
+) -> tuple[list[str], list[str] | None]:
+    """The texts, and their pairs for a pair model; one line when the inputs do not fit it."""
+    if not classifier.reads_pairs:
+        if args.pairs or args.text_pair_column is not None:
+            flag = "--pair" if args.pairs else "--text_pair_column"
+            raise UserError(
+                f"{flag}: this model reads single texts (it was trained without "
+                "--data.text_pair_column); pass texts as arguments or --input FILE"
+            )
+        return read_inputs(args.texts, args.input, args.text_column), None
+    trained = f"trained with --data.text_pair_column {classifier.text_pair_column}"
+    if args.texts:
+        raise UserError(
+            f"this model reads text pairs ({trained}); pass --pair TEXT TEXT_PAIR or --input "
+            "FILE with a column of texts and one of their pairs, not single texts"
+        )
+    if args.long_text == "chunk":
+        raise UserError(
+            f"--long_text chunk reads single texts; this model reads text pairs ({trained}), "
+            f"each cut longest-first to its max_length ({classifier.max_length})"
+        )
+    columns = (classifier.text_column, classifier.text_pair_column)
+    return read_pair_inputs(
+        args.pairs, args.input, args.text_column, args.text_pair_column, columns
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,11 +3,16 @@
 Inputs (`--input`): `.txt` holds one text per line (blank lines skipped), as does `-` (stdin);
 `.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in `--text_column` or in a column
 guessed the way training guesses it (`TEXT_COLUMNS`). Table rows are all kept, an empty cell
-as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span lines.
+as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span lines. For a
+model of text pairs, a table holds one pair per row: the text in `--text_column` (or guessed)
+and its pair in `--text_pair_column` (by default the column the model was trained with); see
+`read_pair_inputs`.
 
 Outputs (`--output`): JSON lines (`.jsonl`, the objects printed to stdout without `--output`) or
-CSV (`.csv`: `text,label,prob_<label>...`, a blank cell for a label left out by `--top_k`). The
-file is written beside its destination and moved into place whole.
+CSV (`.csv`: `text,label,prob_<label>...`, a blank cell for a label left out by `--top_k`; pairs
+add a `text_pair` column after `text`; a multi-label model writes `labels`, its labels above
+their thresholds joined by `|`, instead of `label`). The file is written beside its
+destination and moved into place whole.
 """
 
 from __future__ import annotations
@@ -58,9 +63,70 @@ def read_file(source: str, text_column: str | None) -> list[str]:
             f"--input {source}: unknown file type {path.suffix!r}; use .txt or one of "
             f"{', '.join(TABLES)} (or - for stdin)"
         )
+    (texts,) = _read_text_columns(source, [(text_column, TEXT_COLUMNS, "text")])
+    return texts
+
+
+def read_pair_inputs(
+    given: Sequence[Sequence[str]],
+    source: str | None,
+    text_column: str | None,
+    text_pair_column: str | None,
+    trained_columns: tuple[str | None, str],
+) -> tuple[list[str], list[str]]:
+    """The pairs of a text-pair model: the `--pair TEXT TEXT_PAIR` arguments, then the rows of
+    `--input source`, a table file with a column of texts and a column of their pairs.
+
+    Args:
+        given: the `--pair` arguments, two texts each.
+        source: the table file, or None.
+        text_column: `--text_column` (default: the model's text column if it was named, else
+            guessed from `TEXT_COLUMNS`).
+        text_pair_column: `--text_pair_column` (default: the model's pair column).
+        trained_columns: the model's (text column or None, text pair column).
+
+    Returns:
+        (texts, pairs), one pair per text.
+    """
+    for flag, value in (("--text_column", text_column), ("--text_pair_column", text_pair_column)):
+        if value is not None and (source is None or Path(source).suffix not in TABLES):
+            raise UserError(f"{flag} {value} needs --input FILE with one of {', '.join(TABLES)}")
+    if source is not None and Path(source).suffix not in TABLES:
+        raise UserError(
+            f"--input {source}: a text-pair model reads a table ({', '.join(TABLES)}) with a "
+            "column of texts and one of their pairs, not one text per line; or pass --pair "
+            "TEXT TEXT_PAIR"
+        )
+    texts, pairs = [a for a, _ in given], [b for _, b in given]
+    if source is not None:
+        picks = [
+            (text_column or trained_columns[0], TEXT_COLUMNS, "text"),
+            (text_pair_column or trained_columns[1], (), "text_pair"),
+        ]
+        more_texts, more_pairs = _read_text_columns(source, picks)
+        texts, pairs = texts + more_texts, pairs + more_pairs
+    if not texts:
+        raise UserError(
+            "no input: pass --pair TEXT TEXT_PAIR or --input FILE (a table with a column of "
+            "texts and one of their pairs)"
+        )
+    return texts, pairs
+
+
+def _read_text_columns(
+    source: str, picks: Sequence[tuple[str | None, Sequence[str], str]]
+) -> list[list[str]]:
+    """The values of some text columns of the table file `source`, each column named by its
+    (given name or None, names to guess from, role) as `pick_column` takes them."""
+    path = Path(source)
+    if not path.is_file():
+        raise MissingFile(f"--input {source}: no such file")
     try:
-        name, values = _read_column(path, text_column)
-        return [_text(value, name, row) for row, value in enumerate(values)]
+        columns = _read_columns(path, picks)
+        return [
+            [_text(value, name, row, f"--{role}_column") for row, value in enumerate(values)]
+            for (name, values), (_, _, role) in zip(columns, picks, strict=True)
+        ]
     except UserError as error:
         raise UserError(f"--input {source}: {error}") from None
     except (ValueError, OSError, csv.Error) as error:  # pyarrow's errors derive from these
@@ -68,13 +134,17 @@ def read_file(source: str, text_column: str | None) -> list[str]:
         raise UserError(f"--input {source}: unreadable as {path.suffix[1:]} ({reason})") from None
 
 
-def _read_column(path: Path, text_column: str | None) -> tuple[str, list[Any]]:
-    """The name and the values of the text column of a table file."""
+def _read_columns(
+    path: Path, picks: Sequence[tuple[str | None, Sequence[str], str]]
+) -> list[tuple[str, list[Any]]]:
+    """The name and the values of each picked column of a table file (see `_read_text_columns`)."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq  # installed with datasets
 
-        name = pick_column(pq.read_schema(path).names, text_column, TEXT_COLUMNS, "text")
-        return name, pq.read_table(path, columns=[name]).column(0).to_pylist()
+        names = pq.read_schema(path).names
+        chosen = [pick_column(names, given, guesses, role) for given, guesses, role in picks]
+        table = pq.read_table(path, columns=list(dict.fromkeys(chosen)))
+        return [(name, table.column(name).to_pylist()) for name in chosen]
     text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
@@ -83,9 +153,9 @@ def _read_column(path: Path, text_column: str | None) -> tuple[str, list[Any]]:
         rows = _json_rows(text, path.suffix)
         columns = list(dict.fromkeys(key for row in rows for key in row))
     if not rows:
-        return "", []
-    name = pick_column(columns, text_column, TEXT_COLUMNS, "text")
-    return name, [row.get(name) for row in rows]
+        return [("", []) for _ in picks]
+    chosen = [pick_column(columns, given, guesses, role) for given, guesses, role in picks]
+    return [(name, [row.get(name) for row in rows]) for name in chosen]
 
 
 def _json_rows(text: str, suffix: str) -> list[dict[str, Any]]:
@@ -104,13 +174,13 @@ def _json_rows(text: str, suffix: str) -> list[dict[str, Any]]:
     return data
 
 
-def _text(value: Any, column: str, row: int) -> str:
+def _text(value: Any, column: str, row: int, flag: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
         raise UserError(
             f"column {column!r} holds {type(value).__name__} values (row {row}), not text; "
-            "pass the column of texts as --text_column"
+            f"pass the column of texts as {flag}"
         )
     return value
 
@@ -136,11 +206,18 @@ def write_results(results: list[dict[str, Any]], labels: Sequence[str], out: Pat
     try:
         with tmp.open("w", encoding="utf-8", newline="") as f:
             if out.suffix == ".csv":
+                inputs = (
+                    ["text", "text_pair"] if results and "text_pair" in results[0] else ["text"]
+                )
+                # A multi-label model's `labels` cell joins its labels with "|" (maybe none).
+                key = "labels" if results and "labels" in results[0] else "label"
                 writer = csv.writer(f)
-                writer.writerow(["text", "label", *(f"prob_{name}" for name in labels)])
+                writer.writerow([*inputs, key, *(f"prob_{name}" for name in labels)])
                 for r in results:
                     probs = r["probabilities"]
-                    writer.writerow([r["text"], r["label"], *(probs.get(n, "") for n in labels)])
+                    cells = [r[key] for key in inputs]
+                    decided = r[key] if key == "label" else "|".join(r[key])
+                    writer.writerow([*cells, decided, *(probs.get(n, "") for n in labels)])
             else:
                 f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
         os.replace(tmp, out)

@@ -1,8 +1,13 @@
 """Serve a classifier over HTTP with LitServe: `python scripts/serve.py --model DIR|CKPT`.
 
 `POST /predict` takes `{"text": "..."}` and answers `{"label", "probabilities"}`, or takes
-`{"texts": [...]}` and answers `{"predictions": [{"label", "probabilities"}, ...]}`. `GET /health`
-says "ok" once the model is loaded; `GET /info` shows the labels, `max_length` and the limits.
+`{"texts": [...]}` and answers `{"predictions": [{"label", "probabilities"}, ...]}`. A model
+trained on text pairs takes `{"text": "...", "text_pair": "..."}` or `{"texts": [...],
+"text_pairs": [...]}` (one pair per text) instead, and answers alike. `GET /health` says "ok"
+once the model is loaded; `GET /info` shows the labels, `max_length`, the limits and, for a pair
+model, its `text_pair_column`. A multi-label model answers `{"labels": {label: p}, "probabilities"}`
+(the labels at or above their tuned thresholds) in place of `label`, and `/info` shows its
+`thresholds`.
 
 Batching: LitServe gathers up to `--max_batch_size` *requests* that arrive within
 `--batch_timeout` seconds; the worker then joins their texts and runs the model on them in
@@ -10,10 +15,11 @@ chunks of at most `--max_batch_size` texts. So a request of many texts is one it
 batch, answered whole, and no forward pass ever holds more than `--max_batch_size` texts.
 
 A small ASGI middleware answers bad requests in the HTTP process, with `{"detail": "<one line>"}`:
-400 for invalid JSON, a missing, empty or non-string text or an unknown field; 413 for a text over
-`--max_text_chars` or more than `--max_texts` texts. Not `HTTPException` in `decode_request`: in
-LitServe's batched loop that fails every request of the batch, good ones too. The body is read as
-JSON whatever its Content-Type says (`curl -d` sends form-urlencoded).
+400 for invalid JSON, a missing, empty or non-string text or an unknown field (pairs sent to a
+single-text model and single texts sent to a pair model included); 413 for a text over
+`--max_text_chars` or more than `--max_texts` texts (or pairs). Not `HTTPException` in
+`decode_request`: in LitServe's batched loop that fails every request of the batch, good ones
+too. The body is read as JSON whatever its Content-Type says (`curl -d` sends form-urlencoded).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ API_PATH = "/predict"
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # the hosts LitServe binds to
 REQUEST_TIMEOUT = 30.0  # seconds a request may wait for the model before a 504
 USAGE = 'send {"text": "..."} or {"texts": ["...", ...]}'
+PAIR_USAGE = 'send {"text": "...", "text_pair": "..."} or {"texts": [...], "text_pairs": [...]}'
+PAIR_FIELDS = ({"text", "text_pair"}, {"texts", "text_pairs"})
 _JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
 _JSON_TYPES |= {dict: "an object", list: "an array"}
 
@@ -72,12 +80,12 @@ class BadRequest(ValueError):
         self.status, self.reason = status, reason
 
 
-def parse_body(body: bytes) -> Any:
+def parse_body(body: bytes, usage: str = USAGE) -> Any:
     """The request body as JSON, or `BadRequest` (400)."""
     try:
         return json.loads(body)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
-        raise BadRequest(400, f"the body is not valid JSON; {USAGE}") from None
+        raise BadRequest(400, f"the body is not valid JSON; {usage}") from None
 
 
 def texts_of(payload: Any, limits: Limits) -> tuple[list[str], bool]:
@@ -98,18 +106,72 @@ def texts_of(payload: Any, limits: Limits) -> tuple[list[str], bool]:
             413, f"{len(texts)} texts is over --max_texts ({limits.max_texts}); send fewer"
         )
     for i, text in enumerate(texts):
-        where = "text" if single else f"texts[{i}]"
-        if not isinstance(text, str):
-            raise BadRequest(400, f"{where} must be a string, not {_json_type(text)}")
-        if not text.strip():
-            raise BadRequest(400, f"{where} is empty; send some words")
-        if len(text) > limits.max_text_chars:
-            raise BadRequest(
-                413,
-                f"{where} has {len(text)} characters, over --max_text_chars "
-                f"({limits.max_text_chars}); send a shorter text",
-            )
+        _check_text(text, "text" if single else f"texts[{i}]", limits)
     return texts, single
+
+
+def pairs_of(payload: Any, limits: Limits) -> tuple[list[str], list[str], bool]:
+    """The texts and text pairs of a parsed request to a pair model, and whether it was the
+    single-pair form.
+
+    Raises:
+        BadRequest: 400 for a malformed request (single texts included), 413 for one over
+            `limits` (`max_texts` counts pairs).
+    """
+    if not isinstance(payload, dict) or set(payload) not in PAIR_FIELDS:
+        if isinstance(payload, dict) and set(payload) in ({"text"}, {"texts"}):
+            missing = "text_pair" if "text" in payload else "text_pairs"
+            raise BadRequest(400, f"this model reads text pairs: add {missing}; {PAIR_USAGE}")
+        fields = json.dumps(sorted(payload)) if isinstance(payload, dict) else _json_type(payload)
+        raise BadRequest(
+            400, f"expected text and text_pair, or texts and text_pairs, got {fields}; {PAIR_USAGE}"
+        )
+    single = "text" in payload
+    if single:
+        texts, pairs = [payload["text"]], [payload["text_pair"]]
+    else:
+        texts, pairs = payload["texts"], payload["text_pairs"]
+        for name, items in (("texts", texts), ("text_pairs", pairs)):
+            if not isinstance(items, list) or not items:
+                raise BadRequest(400, f"{name} must be a non-empty array of strings; {PAIR_USAGE}")
+        if len(texts) != len(pairs):
+            raise BadRequest(
+                400,
+                f"texts has {len(texts)} items but text_pairs has {len(pairs)}; send one "
+                "text_pair per text",
+            )
+    if len(texts) > limits.max_texts:
+        raise BadRequest(
+            413, f"{len(texts)} pairs is over --max_texts ({limits.max_texts}); send fewer"
+        )
+    for i, (text, pair) in enumerate(zip(texts, pairs, strict=True)):
+        _check_text(text, "text" if single else f"texts[{i}]", limits)
+        _check_text(pair, "text_pair" if single else f"text_pairs[{i}]", limits)
+    return texts, pairs, single
+
+
+def read_request(payload: Any, limits: Limits, pairs: bool) -> tuple[list[str], list | None, bool]:
+    """(texts, their pairs or None, single form) of a parsed request to a model that reads
+    pairs or single texts; `BadRequest` when it does not fit the model."""
+    if pairs:
+        return pairs_of(payload, limits)
+    if isinstance(payload, dict) and (sent := sorted({"text_pair", "text_pairs"} & set(payload))):
+        raise BadRequest(400, f"this model reads single texts, not pairs: drop {sent[0]}; {USAGE}")
+    texts, single = texts_of(payload, limits)
+    return texts, None, single
+
+
+def _check_text(text: Any, where: str, limits: Limits) -> None:
+    if not isinstance(text, str):
+        raise BadRequest(400, f"{where} must be a string, not {_json_type(text)}")
+    if not text.strip():
+        raise BadRequest(400, f"{where} is empty; send some words")
+    if len(text) > limits.max_text_chars:
+        raise BadRequest(
+            413,
+            f"{where} has {len(text)} characters, over --max_text_chars "
+            f"({limits.max_text_chars}); send a shorter text",
+        )
 
 
 def _json_type(value: Any) -> str:
@@ -121,10 +183,12 @@ Message = dict[str, Any]  # an ASGI scope or event
 
 class RefuseBadRequests:
     """ASGI middleware: answers a bad `POST /predict` with its 4xx itself; passes a good one on
-    with its body replayed and its Content-Type set to JSON."""
+    with its body replayed and its Content-Type set to JSON. `pairs`: the model reads pairs."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], *, limits: Limits) -> None:
-        self.app, self.limits = app, limits
+    def __init__(
+        self, app: Callable[..., Awaitable[None]], *, limits: Limits, pairs: bool = False
+    ) -> None:
+        self.app, self.limits, self.pairs = app, limits, pairs
 
     async def __call__(
         self,
@@ -134,8 +198,9 @@ class RefuseBadRequests:
     ) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != API_PATH:
             return await self.app(scope, receive, send)
-        cap = self.limits.max_body_bytes
-        too_big = BadRequest(413, f"the request body is over {cap:,} bytes; {USAGE}")
+        cap = self.limits.max_body_bytes * (2 if self.pairs else 1)  # two texts per pair
+        usage = PAIR_USAGE if self.pairs else USAGE
+        too_big = BadRequest(413, f"the request body is over {cap:,} bytes; {usage}")
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > cap:  # refused before reading a byte
             return await refuse(send, too_big)
@@ -151,7 +216,7 @@ class RefuseBadRequests:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         try:
-            texts_of(parse_body(body), self.limits)
+            read_request(parse_body(body, usage), self.limits, self.pairs)
         except BadRequest as error:
             return await refuse(send, error)
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
@@ -177,40 +242,49 @@ async def refuse(send: Callable[[Message], Awaitable[None]], error: BadRequest) 
 
 
 class ClassifierAPI(_LitAPI):
-    """The LitServe API of one classifier: a request is `(texts, single)` once decoded.
+    """The LitServe API of one classifier: a request is `(texts, pairs or None, single)` once
+    decoded.
 
     Args:
         source: what `open_classifier` opens, in each worker.
         limits: what one request may hold.
         max_batch_size: requests per LitServe batch, and texts per forward pass.
         batch_timeout: seconds LitServe waits for a batch to fill.
+        pairs: the model reads text pairs.
     """
 
     def __init__(
-        self, source: str, limits: Limits, max_batch_size: int, batch_timeout: float
+        self,
+        source: str,
+        limits: Limits,
+        max_batch_size: int,
+        batch_timeout: float,
+        pairs: bool = False,
     ) -> None:
         super().__init__(
             max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=API_PATH
         )
-        self.source, self.limits = source, limits
+        self.source, self.limits, self.pairs = source, limits, pairs
 
     def setup(self, device: str) -> None:
         self.classifier = open_classifier(self.source, device=device)
 
     # Unannotated on purpose: LitServe reads the annotation as the request type (JSON by default).
-    def decode_request(self, request) -> tuple[list[str], bool]:
-        return texts_of(request, self.limits)  # checked by the middleware: never raises here
+    def decode_request(self, request) -> tuple[list[str], list[str] | None, bool]:
+        # Checked by the middleware: never raises here.
+        return read_request(request, self.limits, self.pairs)
 
     def predict(self, x: Any) -> Any:
         # Batched (max_batch_size > 1), LitServe hands over a list of decoded requests.
         requests = x if self.max_batch_size > 1 else [x]
-        texts = [text for texts, _ in requests for text in texts]
-        results = [
-            {"label": r["label"], "probabilities": r["probabilities"]}
-            for r in self.classifier.predict(texts, batch_size=self.max_batch_size)
+        texts = [text for texts, _, _ in requests for text in texts]
+        pairs = [pair for _, pairs, _ in requests for pair in pairs] if self.pairs else None
+        results = [  # {"label", "probabilities"}; multi-label: {"labels", "probabilities"}
+            {k: v for k, v in r.items() if k not in ("text", "text_pair")}
+            for r in self.classifier.predict(texts, pairs, batch_size=self.max_batch_size)
         ]
         answers, start = [], 0
-        for texts, single in requests:
+        for texts, _, single in requests:
             answers.append((results[start : start + len(texts)], single))
             start += len(texts)
         return answers if self.max_batch_size > 1 else answers[0]
@@ -233,26 +307,32 @@ def run(args: argparse.Namespace) -> None:
     check_port_free(args.host, args.port)
     classifier = open_classifier(args.model)  # one clear line for a bad --model, before forking
     limits = Limits(args.max_texts, args.max_text_chars)
+    pairs = classifier.reads_pairs
     info = {"source": args.model, "labels": classifier.labels, "max_length": classifier.max_length}
     info |= {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout}
     info |= dataclasses.asdict(limits)
+    if pairs:  # single-text models' info stays as it was
+        info["text_pair_column"] = classifier.text_pair_column
+    if classifier.thresholds is not None:  # multi-label
+        info["thresholds"] = dict(zip(classifier.labels, classifier.thresholds, strict=True))
     del classifier
     import litserve
 
-    api = ClassifierAPI(args.model, limits, args.max_batch_size, args.batch_timeout)
+    api = ClassifierAPI(args.model, limits, args.max_batch_size, args.batch_timeout, pairs)
     server = litserve.LitServer(
         api,
         accelerator=args.accelerator,
         workers_per_device=args.workers,
         timeout=REQUEST_TIMEOUT,
         model_metadata=info,
-        middlewares=[(RefuseBadRequests, {"limits": limits})],
+        middlewares=[(RefuseBadRequests, {"limits": limits, "pairs": pairs})],
     )
     url = f"http://{'[::1]' if args.host == '::' else args.host}:{args.port}"
     labels = ", ".join(info["labels"])
+    reads = "; reads text pairs" if pairs else ""
     sys.stdout.write(
-        f"serving {args.model} (labels: {labels}) at {url}{API_PATH}; ready when {url}/health "
-        f"says ok; details at {url}/info\n"
+        f"serving {args.model} (labels: {labels}{reads}) at {url}{API_PATH}; ready when "
+        f"{url}/health says ok; details at {url}/info\n"
     )
     sys.stdout.flush()
     server.run(host=args.host, port=args.port, log_level="warning", generate_client_file=False)

@@ -3,6 +3,7 @@
 Sources and splits live in `tscratch.data.sources`, the tokenizer in `tscratch.data.tokenizer`,
 the length-bucketed resumable loader in `tscratch.data.sampler`. Sequences start with `[CLS]` and
 are cut at `max_length`; batches are padded to their longest row, rounded up to a multiple of 8.
+With `text_pair_column`, rows are `[CLS] a [SEP] b [SEP]` with token types (see `PairEncoder`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
-from tscratch.data.encoding import ENCODING, PadCollator, encode_ids, padding_fraction
+from tscratch.data.encoding import (
+    ENCODING,
+    MIN_PAIR_LENGTH,
+    PAIR_ENCODING,
+    PadCollator,
+    PairEncoder,
+    encode_ids,
+    padding_fraction,
+)
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
@@ -69,10 +78,11 @@ class TextClassificationData(TokenizedData):
     ``pad_id``, ``label_names`` or ``tokenizer`` (the CLI reads them to size the model) and
     reused by ``setup()``. Batches are dicts of ``input_ids`` (B, T) long, ``attention_mask``
     (B, T) bool (True = real token) and ``labels`` (B,) long, with T the longest row rounded up to
-    a multiple of 8; validation and test batches also carry ``index`` (B,) long, the rows'
-    numbers in their split (``text(split, index)`` gives their raw text). The training loader is
-    resumable mid-epoch; under DDP each rank gets a disjoint shard, so the Trainer needs
-    ``use_distributed_sampler=False``.
+    a multiple of 8; with ``text_pair_column``, batches also carry ``token_type_ids`` (B, T) long
+    (0 on ``[CLS] a [SEP]`` and padding, 1 on ``b [SEP]``); validation and test batches also
+    carry ``index`` (B,) long, the rows' numbers in their split (``text(split, index)`` gives
+    their raw text). The training loader is resumable mid-epoch; under DDP each rank gets a
+    disjoint shard, so the Trainer needs ``use_distributed_sampler=False``.
 
     Args:
         dataset: "bbc_news" (built in, offline), "csv"/"json"/"parquet" with data_files, a path
@@ -80,6 +90,9 @@ class TextClassificationData(TokenizedData):
         name: Configuration name of a hub dataset.
         data_files: Files for the csv/json/parquet builders, as datasets.load_dataset takes them.
         text_column: Column holding the text (default: guessed from text, sentence, content...).
+        text_pair_column: Column holding the second text of each row, for pair tasks (same
+            question?, does b follow from a?): rows become [CLS] text [SEP] pair [SEP] with
+            token types 0 then 1, cut longest-first to max_length (default: single texts).
         label_column: Column holding the label (default: guessed from label, category, class...).
         val_fraction: Share of each class carved from train for validation when there is no
             validation split.
@@ -100,6 +113,10 @@ class TextClassificationData(TokenizedData):
             padding, 1 keeps batches fully random.
         train_rows: Train on only about this many training rows, drawn per class in proportion
             (seeded); validation and test stay whole (for learning curves and quick trials).
+        label_delimiter: For multi-label CSV data: the string between a row's labels in the
+            label column ("sport|tech" with "|"). A label column of JSON/Parquet lists is
+            multi-label without it. Multi-label runs train one sigmoid per label (see the
+            README's Multi-label section).
     """
 
     def __init__(
@@ -108,6 +125,7 @@ class TextClassificationData(TokenizedData):
         name: str | None = None,
         data_files: str | list[str] | dict[str, str | list[str]] | None = None,
         text_column: str | None = None,
+        text_pair_column: str | None = None,
         label_column: str | None = None,
         val_fraction: float = 0.1,
         test_fraction: float = 0.1,
@@ -122,6 +140,7 @@ class TextClassificationData(TokenizedData):
         cache_dir: str | None = None,
         bucket_size: int = 100,
         train_rows: int | None = None,
+        label_delimiter: str | None = None,
     ) -> None:
         super().__init__()
         for arg, value in (("max_length", max_length), ("vocab_size", vocab_size)):
@@ -140,6 +159,11 @@ class TextClassificationData(TokenizedData):
         ):
             if value is not None and value < least:
                 raise UserError(f"data.{arg} ({value}) must be at least {least}")
+        if text_pair_column is not None and max_length < MIN_PAIR_LENGTH:
+            raise UserError(
+                f"data.max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b "
+                f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
+            )
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
         self.save_hyperparameters(ignore=["vocab_size"])
@@ -162,9 +186,20 @@ class TextClassificationData(TokenizedData):
         return len(self.label_names)
 
     @property
+    def multi_label(self) -> bool:
+        """Whether rows carry several labels: ``labels`` is then (B, C) 0/1, not (B,)."""
+        train = self._prepare().splits.train
+        return len(train) > 0 and isinstance(train[0]["labels"], list)
+
+    @property
     def max_length(self) -> int:
         """Most tokens per sequence, ``[CLS]`` included."""
         return self._max_length
+
+    @property
+    def text_pair_column(self) -> str | None:
+        """The column of second texts when rows are text pairs, else None."""
+        return self.hparams.text_pair_column
 
     def _prepare(self) -> _Prepared:
         if self._prepared is None:
@@ -176,6 +211,8 @@ class TextClassificationData(TokenizedData):
                 tokenizer = load_tokenizer(hp.tokenizer)
             else:
                 texts = column(splits.train, "text")
+                if hp.text_pair_column is not None:  # both sides of the pairs
+                    texts += column(splits.train, "text_pair")
                 limit = char_limit(self._max_length)
                 tokenizer = cached_tokenizer(
                     texts, hp.tokenizer_model, self._target_vocab_size, limit, self._cache_dir
@@ -196,15 +233,24 @@ class TextClassificationData(TokenizedData):
         for split in ("train", "validation", "test"):
             ds = prepared.splits[split]
             texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
-            key = fingerprint(tokenizer_key, ENCODING, str(self._max_length), texts, labels)
+            if self.text_pair_column is None:
+                key = fingerprint(tokenizer_key, ENCODING, str(self._max_length), texts, labels)
+            else:  # single-text keys stay as they were
+                pairs = column(ds, "text_pair")
+                parts = (tokenizer_key, PAIR_ENCODING, str(self._max_length), texts, pairs, labels)
+                key = fingerprint(*parts)
             self._tokenized[split] = self._tokenize(ds, split, key)
         if stage in (None, "fit"):
             self.describe()
 
     def _tokenize(self, ds: Dataset, split: str, key: str) -> Dataset:
         tokenizer, max_length = self.tokenizer, self._max_length
+        pairs = None if self.text_pair_column is None else PairEncoder(tokenizer, max_length)
 
         def encode(batch: dict[str, list]) -> dict[str, list]:
+            if pairs is not None:
+                ids, types = pairs(batch["text"], batch["text_pair"])
+                return {"input_ids": ids, "token_type_ids": types, "length": list(map(len, ids))}
             ids = encode_ids(tokenizer, batch["text"], max_length)
             return {"input_ids": ids, "length": [len(i) for i in ids]}
 
@@ -213,20 +259,25 @@ class TextClassificationData(TokenizedData):
         return ds.map(
             encode,
             batched=True,
-            remove_columns=["text"],
+            remove_columns=["text"] if pairs is None else ["text", "text_pair"],
             cache_file_name=str(folder / f"{split}-{key}.arrow"),
             new_fingerprint=key,
             desc=f"Tokenizing {split}",
         )
 
     def split(self, name: Literal["train", "validation", "test"]) -> Dataset:
-        """The tokenized split: ``input_ids``, ``labels`` and ``length`` columns."""
+        """The tokenized split: ``input_ids``, ``labels`` and ``length`` columns (and
+        ``token_type_ids`` for text pairs)."""
         self.setup()
         return self._tokenized[name]
 
     def text(self, split: Literal["train", "validation", "test"], index: int) -> str:
-        """The raw text of row ``index`` of ``split`` (an eval batch's ``index`` names rows)."""
-        return self._prepare().splits[split][int(index)]["text"]
+        """The raw text of row ``index`` of ``split`` (an eval batch's ``index`` names rows);
+        a pair reads ``text [SEP] text_pair``."""
+        row = self._prepare().splits[split][int(index)]
+        if self.text_pair_column is None:
+            return row["text"]
+        return f"{row['text']} [SEP] {row['text_pair']}"
 
     def train_sampler(self) -> LengthBucketBatchSampler:
         """The training batch sampler, sharded over the Trainer's processes when attached."""
@@ -259,6 +310,11 @@ class TextClassificationData(TokenizedData):
         """Nothing: the model checkpoint stores the tokenizer and label names."""
         return {}
 
+    def _pairs_note(self) -> str:
+        if self.text_pair_column is None:
+            return ""
+        return f" of text pairs ({self.hparams.text_column or 'text'} + {self.text_pair_column})"
+
     def describe(self) -> str:
         """Logs and returns a one-paragraph summary of the splits, vocabulary and padding."""
         self.setup()
@@ -267,7 +323,8 @@ class TextClassificationData(TokenizedData):
         truncated = sum(n >= self._max_length for n in lengths) / len(lengths)
         waste = padding_fraction(self.train_sampler().epoch_batches(0), lengths)
         summary = (
-            f"{self.hparams.dataset}: {sizes} rows; {self.num_classes} classes "
+            f"{self.hparams.dataset}: {sizes} rows{self._pairs_note()}; {self.num_classes} "
+            f"{'labels (multi-label)' if self.multi_label else 'classes'} "
             f"{self.label_names}; vocabulary {self.vocab_size:,} tokens; max_length "
             f"{self._max_length} ({truncated:.0%} of training rows truncated); "
             f"padding {waste:.1%} of training tokens at batch size {self.hparams.batch_size}."

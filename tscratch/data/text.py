@@ -25,9 +25,10 @@ from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
 from tscratch.data.encoding import padding_fraction
+from tscratch.data.loading import LOCAL_FORMATS, load_source
 from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
-from tscratch.data.sources import LOCAL_FORMATS, column, load_source, prepare_splits
+from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import cached_tokenizer, default_cache_dir, load_tokenizer
 from tscratch.errors import MissingFile, UserError
 

@@ -3,10 +3,12 @@
 `export` turns a fit.py checkpoint into::
 
     config.json          architecture, labels, max_length, format and tscratch versions
+                         (and, for a model of text pairs, its text and text pair columns)
     model.safetensors    the `TransformerClassifier` weights
     tokenizer.json       the tokenizer the model was trained with
     README.md            a model card holding only what the checkpoint (and the caller) knows
     model.onnx           optional (`onnx=True`): logits (B, C) from input_ids, attention_mask
+                         (and token_type_ids for a model of text pairs)
     model.int8.onnx      optional (`quantize=True`): the same graph with int8 linear weights
     training_config.yaml optional: the run's configuration as fit.py saved it
 
@@ -22,6 +24,7 @@ from tscratch.export.folder import (
     FORMAT_VERSION,
     ONNX,
     ONNX_INT8,
+    SINGLE_TEXT_VERSION,
     TOKENIZER,
     WEIGHTS,
     ExportedClassifier,
@@ -40,6 +43,7 @@ __all__ = [
     "FORMAT_VERSION",
     "ONNX",
     "ONNX_INT8",
+    "SINGLE_TEXT_VERSION",
     "TOKENIZER",
     "WEIGHTS",
     "ExportedClassifier",

@@ -10,7 +10,15 @@ from typing import Any
 
 from torch import nn
 
-_DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column", "train_rows")
+_DATA_KEYS = (
+    "dataset",
+    "name",
+    "data_files",
+    "text_column",
+    "text_pair_column",
+    "label_column",
+    "train_rows",
+)
 
 
 def model_card(
@@ -20,6 +28,7 @@ def model_card(
     folder: str,
     metrics: dict[str, float] | None,
     files: list[str],
+    report: dict[str, Any] | None = None,
 ) -> str:
     """Markdown for README.md.
 
@@ -30,9 +39,12 @@ def model_card(
         folder: the folder's name, for the loading example.
         metrics: test metrics (name -> value), or None when none were given.
         files: the names of the files in the folder.
+        report: scripts/test.py's evaluation report (per-class scores, confusion matrix), or
+            None.
     """
     enc = config["encoder"]
     labels = config["label_names"]
+    pairs = config.get("text_pair_column") is not None
     params = sum(p.numel() for p in model.parameters())
     order = "Pre-LN" if enc["norm_first"] else "Post-LN"
     lines = [
@@ -46,8 +58,13 @@ def model_card(
         f"- {enc['num_layers']} {order} encoder layers, d_model {enc['d_model']}, "
         f"{enc['num_heads']} heads, d_ff {enc['d_ff']} ({enc['ffn']}), {enc['position']} "
         f"positions, {config['pooling']} pooling; {params:,} parameters.",
-        f"- Tokenizer: `tokenizer.json`, {enc['vocab_size']:,} ids; texts are cut to "
-        f"{config['max_length']} tokens.",
+        f"- Tokenizer: `tokenizer.json`, {enc['vocab_size']:,} ids; "
+        + (
+            f"reads text pairs as `[CLS] text [SEP] text_pair [SEP]` (token types 0, then 1), "
+            f"cut longest-first to {config['max_length']} tokens."
+            if pairs
+            else f"texts are cut to {config['max_length']} tokens."
+        ),
         f"- Labels (index = class id): {', '.join(f'`{name}`' for name in labels)}.",
         "",
         "## Training",
@@ -56,17 +73,20 @@ def model_card(
         "",
         "## Test metrics",
         "",
-        *_metrics(metrics),
+        *_metrics(metrics, report),
+        *_report(report, "confusion_matrix.png" in files),
         "",
         "## Use",
         "",
         "```python",
         "import tscratch",
         f'classifier = tscratch.load("{folder}")',
-        'print(classifier.predict(["a text to label"]))  # label and probabilities per text',
+        'print(classifier.predict(["a first text"], ["its pair"]))  # label, probabilities'
+        if pairs
+        else 'print(classifier.predict(["a text to label"]))  # label and probabilities per text',
         "```",
         "",
-        *_onnx(files),
+        *_onnx(files, pairs),
         "## Files",
         "",
         *(f"- `{name}`" for name in files),
@@ -100,21 +120,57 @@ def _training(checkpoint: dict[str, Any], has_config: bool) -> list[str]:
     return lines
 
 
-def _metrics(metrics: dict[str, float] | None) -> list[str]:
+def _metrics(metrics: dict[str, float] | None, report: dict[str, Any] | None = None) -> list[str]:
+    if report:
+        return []  # the report's table says it all
     if not metrics:
-        return ["None were given at export; `scripts/test.py --ckpt_path CKPT` computes them."]
+        return [
+            "None were given at export; `scripts/test.py --ckpt_path CKPT --output DIR` computes "
+            "them, and `scripts/export.py --report DIR` puts them here."
+        ]
     return ["| metric | value |", "|---|---|", *(f"| {k} | {v:.4f} |" for k, v in metrics.items())]
 
 
-def _onnx(files: list[str]) -> list[str]:
+def _report(report: dict[str, Any] | None, picture: bool) -> list[str]:
+    """The evaluation report of scripts/test.py: totals, a row per class, the picture."""
+    if not report:
+        return []
+    n = report["num_examples"]
+    lines = [
+        f"On {n:,} test examples: accuracy {report['accuracy']:.4f}, macro-F1 "
+        f"{report['macro_f1']:.4f}, expected calibration error {report['ece']:.4f} "
+        f"({report['ece_bins']} bins).",
+        "",
+        "| label | precision | recall | F1 | support |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {c['label']} | {c['precision']:.4f} | {c['recall']:.4f} | {c['f1']:.4f} | "
+            f"{c['support']} |"
+            for c in report["per_class"]
+        ),
+        f"| macro average | {report['macro_precision']:.4f} | {report['macro_recall']:.4f} | "
+        f"{report['macro_f1']:.4f} | {n} |",
+    ]
+    if picture:
+        lines += ["", "![confusion matrix: rows true, columns predicted](confusion_matrix.png)"]
+    return lines
+
+
+def _onnx(files: list[str], pairs: bool) -> list[str]:
     graphs = [name for name in ("model.onnx", "model.int8.onnx") if name in files]
     if not graphs:
         return []
+    types = (
+        ", `token_type_ids` (batch, sequence) int64 (0 on `[CLS] text [SEP]` and padding, 1 on "
+        "`text_pair [SEP]`)"
+        if pairs
+        else ""
+    )
     return [
         "## ONNX",
         "",
         f"{' and '.join(f'`{g}`' for g in graphs)}: inputs `input_ids` (batch, sequence) int64 "
-        "and `attention_mask` (batch, sequence) int64 (1 = real token), output `logits` "
+        f"and `attention_mask` (batch, sequence) int64 (1 = real token){types}, output `logits` "
         "(batch, labels) float32. Tokenize with `tokenizer.json`, cut to `max_length` tokens "
         "and pad with `encoder.pad_id` from `config.json`. In Python, "
         '`tscratch.load(folder, runtime="onnx")` (or `"onnx-int8"`) runs them on onnxruntime.',

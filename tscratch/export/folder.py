@@ -22,7 +22,7 @@ from torch import Tensor
 
 from tscratch.checkpoint_files import read_checkpoint
 from tscratch.config import EncoderConfig
-from tscratch.data.encoding import encode_ids, pad_batch
+from tscratch.data.encoding import PairEncoder, encode_ids, pad_batch, pad_token_types
 from tscratch.errors import MissingFile, UserError
 from tscratch.export.card import model_card
 from tscratch.export.onnx_graph import (
@@ -34,68 +34,151 @@ from tscratch.export.onnx_graph import (
 from tscratch.model import TransformerClassifier
 from tscratch.version import __version__, load_hint
 
-FORMAT, FORMAT_VERSION = "tscratch-classifier", 1
-"""Bumped by any change that older tscratch versions would misread."""
+FORMAT, FORMAT_VERSION = "tscratch-classifier", 2
+"""Bumped by any change that older tscratch versions would misread; this tscratch reads up to
+it. A folder records the oldest version that reads it right: `SINGLE_TEXT_VERSION` for a model
+of single texts (as before pairs existed), 2 for a model of text pairs (`text_pair_column` in
+config.json), which an older tscratch would take for single texts, and for a multi-label model
+(`multi_label` and `thresholds` in config.json), which it would read as single-label."""
+SINGLE_TEXT_VERSION = 1
 CONFIG, WEIGHTS, TOKENIZER, CARD = "config.json", "model.safetensors", "tokenizer.json", "README.md"
 ONNX, ONNX_INT8, TRAINING_CONFIG = "model.onnx", "model.int8.onnx", "training_config.yaml"
+CONFUSION_PNG = "confusion_matrix.png"
 Runtime = Literal["torch", "onnx", "onnx-int8"]
 _ONNX_FILES = {"onnx": ONNX, "onnx-int8": ONNX_INT8}
+Forward = Callable[..., Tensor]
+"""(input_ids (B, T), attention_mask (B, T)[, token_type_ids (B, T)]) -> float32 logits (B, C)."""
 
 
 class ExportedClassifier:
     """A classifier read from an exported folder: raw texts in, labels and probabilities out.
 
     Build one with `load`. `config` is the folder's config.json; `labels` the class names,
-    index = class id.
+    index = class id. A model trained on text pairs (`text_pair_column` is set) reads pairs
+    only: `predict(texts, pairs)`, one pair per text; a model of single texts refuses pairs.
     """
 
-    def __init__(
-        self,
-        config: dict[str, Any],
-        tokenizer: Tokenizer,
-        forward: Callable[[Tensor, Tensor], Tensor],
-    ) -> None:
+    def __init__(self, config: dict[str, Any], tokenizer: Tokenizer, forward: Forward) -> None:
         self.config = config
         self.labels: list[str] = list(config["label_names"])
         self.max_length: int = config["max_length"]
+        self.text_pair_column: str | None = config.get("text_pair_column")
+        """The training data's column of second texts for a text-pair model, else None."""
+        self.text_column: str | None = config.get("text_column")
+        """The training data's text column of a text-pair model, when it was named."""
+        self.thresholds: list[float] | None = config.get("thresholds")
+        """A multi-label model's decision threshold per label (tuned on validation), else None."""
         self.tokenizer = tokenizer
-        self._forward = forward  # (input_ids (B, T), attention_mask (B, T)) -> logits (B, C)
+        self._forward = forward
+        self._pair_encoder: PairEncoder | None = None
 
-    def logits(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
-        """Float32 logits (N, C) of `texts`, in order, on the CPU; each text cut to `max_length`
-        tokens as in training (`encode_ids`)."""
-        return self.logits_of_ids(encode_ids(self.tokenizer, texts, self.max_length), batch_size)
+    @property
+    def multi_label(self) -> bool:
+        """Whether the model gives each label its own probability (sigmoid), any number of
+        labels per text, rather than one label (softmax)."""
+        return self.thresholds is not None
 
-    def logits_of_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 32) -> Tensor:
+    @property
+    def reads_pairs(self) -> bool:
+        """Whether the model was trained on text pairs."""
+        return self.text_pair_column is not None
+
+    def check_pairs(self, pairs: Sequence[str] | None) -> None:
+        """Refuse single texts for a pair model, and pairs for a single-text model."""
+        if self.reads_pairs and pairs is None:
+            raise UserError(
+                f"this model reads text pairs (trained with text_pair_column "
+                f"{self.text_pair_column!r}); pass one pair per text: predict(texts, pairs)"
+            )
+        if not self.reads_pairs and pairs is not None:
+            raise UserError("this model reads single texts, not pairs; call predict(texts)")
+
+    def encode_pairs(
+        self, texts: Sequence[str], pairs: Sequence[str]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids and token types of ``[CLS] text [SEP] pair [SEP]``, cut longest-first to
+        `max_length` as in training (`PairEncoder`)."""
+        if self._pair_encoder is None:
+            self._pair_encoder = PairEncoder(self.tokenizer, self.max_length)
+        return self._pair_encoder(texts, pairs)
+
+    def logits(
+        self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
+    ) -> Tensor:
+        """Float32 logits (N, C) of `texts` (and their `pairs`, for a pair model), in order, on
+        the CPU; each row cut to `max_length` tokens as in training."""
+        self.check_pairs(pairs)
+        if pairs is None:
+            ids = encode_ids(self.tokenizer, texts, self.max_length)
+            return self.logits_of_ids(ids, batch_size)
+        ids, types = self.encode_pairs(texts, pairs)
+        return self.logits_of_ids(ids, batch_size, types)
+
+    def logits_of_ids(
+        self,
+        ids: Sequence[Sequence[int]],
+        batch_size: int = 32,
+        token_type_ids: Sequence[Sequence[int]] | None = None,
+    ) -> Tensor:
         """Float32 logits (N, C) of token id sequences, in order, on the CPU.
 
         Args:
             ids: one list of token ids per row, special tokens included, each at most
                 `max_length` long (`encode_ids` cuts texts so).
             batch_size: rows per forward pass; each batch is padded to its longest row.
+            token_type_ids: for a pair model, the token types of each row (as `encode_pairs`
+                gives them).
         """
         if any(len(row) > self.max_length for row in ids):
             raise ValueError(f"logits_of_ids takes rows of at most {self.max_length} ids")
+        if (token_type_ids is not None) != self.reads_pairs:
+            raise ValueError("logits_of_ids takes token_type_ids exactly for a text-pair model")
         pad_id = self.config["encoder"]["pad_id"]
         chunks = [torch.empty(0, len(self.labels))]
         for start in range(0, len(ids), batch_size):
             input_ids, attention_mask = pad_batch(ids[start : start + batch_size], pad_id)
-            chunks.append(self._forward(input_ids, attention_mask))
+            if token_type_ids is None:
+                chunks.append(self._forward(input_ids, attention_mask))
+                continue
+            types = pad_token_types(token_type_ids[start : start + batch_size], input_ids.shape[1])
+            chunks.append(self._forward(input_ids, attention_mask, types))
         return torch.cat(chunks)
 
-    def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict[str, Any]]:
+    def predict(
+        self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
+    ) -> list[dict[str, Any]]:
         """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
-        `scripts/predict.py` prints."""
-        return self.results(texts, self.logits(texts, batch_size))
+        `scripts/predict.py` prints. A pair model takes one pair per text (`pairs`), and its
+        objects also hold `text_pair`. A multi-label model gives `{"text", "labels": {label: p},
+        "probabilities"}`: `labels` holds every label whose probability reaches its threshold,
+        most probable first (maybe none)."""
+        return self.results(texts, self.logits(texts, pairs, batch_size), pairs)
 
-    def results(self, texts: Sequence[str], logits: Tensor) -> list[dict[str, Any]]:
-        """The `predict` objects of `texts` from their logits (N, C): softmax probabilities
-        rounded to 6 decimals, `label` the most probable."""
+    def results(
+        self, texts: Sequence[str], logits: Tensor, pairs: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The `predict` objects of `texts` (and `pairs`) from their logits (N, C): softmax
+        probabilities rounded to 6 decimals, `label` the most probable."""
+        inputs = [texts] if pairs is None else [texts, pairs]
+        if self.thresholds is not None:
+            return self._multi_label_results(inputs, logits)
         results = []
-        for text, p in zip(texts, logits.softmax(-1).tolist(), strict=True):
+        for *row, p in zip(*inputs, logits.softmax(-1).tolist(), strict=True):
             best = max(range(len(p)), key=p.__getitem__)
             rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
-            results.append({"text": text, "label": self.labels[best], "probabilities": rounded})
+            shown = dict(zip(("text", "text_pair"), row, strict=False))
+            results.append({**shown, "label": self.labels[best], "probabilities": rounded})
+        return results
+
+    def _multi_label_results(self, inputs: list[Sequence[str]], logits: Tensor) -> list[dict]:
+        results = []
+        for *row, p in zip(*inputs, logits.float().sigmoid().tolist(), strict=True):
+            rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
+            above = [n for n, q, t in zip(self.labels, p, self.thresholds, strict=True) if q >= t]
+            above.sort(key=lambda name: -rounded[name])
+            shown = dict(zip(("text", "text_pair"), row, strict=False))
+            labels = {name: rounded[name] for name in above}
+            results.append({**shown, "labels": labels, "probabilities": rounded})
         return results
 
 
@@ -164,20 +247,21 @@ def existing(file: Path, hint: str = "") -> Path:
     return file
 
 
-def _torch_forward(
-    folder: Path, config: dict[str, Any], device: str
-) -> Callable[[Tensor, Tensor], Tensor]:
+def _torch_forward(folder: Path, config: dict[str, Any], device: str) -> Forward:
     encoder = EncoderConfig(**config["encoder"])
     model = TransformerClassifier(encoder, config["num_classes"], pooling=config["pooling"])
     load_model(model, existing(folder / WEIGHTS), device=device)
     return _forward_of(model.eval(), device)
 
 
-def _forward_of(model: TransformerClassifier, device: str) -> Callable[[Tensor, Tensor], Tensor]:
+def _forward_of(model: TransformerClassifier, device: str) -> Forward:
     @torch.inference_mode()
-    def forward(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        logits = model(input_ids.to(device), attention_mask.to(device)).logits
-        return logits.float().cpu()
+    def forward(
+        input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        types = None if token_type_ids is None else token_type_ids.to(device)
+        out = model(input_ids.to(device), attention_mask.to(device), token_type_ids=types)
+        return out.logits.float().cpu()
 
     return forward
 
@@ -191,6 +275,8 @@ def export(
     quantize: bool = False,
     metrics: dict[str, float] | None = None,
     training_config: str | None = None,
+    report: dict[str, Any] | None = None,
+    confusion_png: str | Path | None = None,
 ) -> Path:
     """Write the exported folder (see `tscratch.export`) and return its path.
 
@@ -202,6 +288,9 @@ def export(
         quantize: also write model.int8.onnx (implies `onnx`).
         metrics: test metrics, as scripts/test.py prints them, for the model card.
         training_config: the run's config.yaml as fit.py saved it, copied beside the model.
+        report: the evaluation report of scripts/test.py (its `metrics.json`), for the card's
+            per-class table; its labels must be the model's.
+        confusion_png: the report's confusion-matrix picture, copied beside the card.
     """
     if onnx or quantize:
         require_export_extra("--onnx" if onnx else "--quantize")
@@ -214,6 +303,11 @@ def export(
     if not checkpoint.get("tokenizer_json"):
         raise UserError("the checkpoint holds no tokenizer; was it saved by tscratch?")
     config = _config(model, checkpoint)
+    if report is not None and report.get("label_names") != config["label_names"]:
+        raise UserError(
+            f"the report's labels {report.get('label_names')} are not the model's "
+            f"{config['label_names']}; pass the report scripts/test.py wrote for this checkpoint"
+        )
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -223,13 +317,16 @@ def export(
         save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})  # drops shared copies
         shutil.copymode(tmp / CONFIG, tmp / WEIGHTS)  # safetensors writes it owner-only
         if onnx or quantize:
-            export_onnx(model, config["max_length"], tmp / ONNX)
+            pairs = config.get("text_pair_column") is not None
+            export_onnx(model, config["max_length"], tmp / ONNX, token_types=pairs)
         if quantize:
             quantize_onnx(tmp / ONNX, tmp / ONNX_INT8)
         if training_config is not None:
             (tmp / TRAINING_CONFIG).write_text(training_config, encoding="utf-8")
+        if confusion_png is not None:
+            shutil.copyfile(confusion_png, tmp / CONFUSION_PNG)
         files = sorted([*os.listdir(tmp), CARD])
-        card = model_card(config, checkpoint, model, out.name, metrics, files)
+        card = model_card(config, checkpoint, model, out.name, metrics, files, report)
         (tmp / CARD).write_text(card, encoding="utf-8")
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # empty (checked above): the finished folder takes its place
@@ -262,9 +359,11 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
     labels = checkpoint.get("label_names") or (checkpoint.get("hyper_parameters") or {}).get(
         "label_names"
     )
-    return {
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    pair_column = data.get("text_pair_column")
+    config = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": SINGLE_TEXT_VERSION if pair_column is None else FORMAT_VERSION,
         "tscratch_version": __version__,
         "encoder": model.config.to_dict(),  # pad_id and vocab_size included
         "num_classes": num_classes,
@@ -272,3 +371,17 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
         "pooling": model.head.pooling,
         "max_length": checkpoint.get("max_length") or model.config.max_len,
     }
+    thresholds = checkpoint["state_dict"].get("multi_label.thresholds")
+    if thresholds is not None:  # multi-label (ClassificationTask.multi_label); else unchanged
+        config["format_version"] = FORMAT_VERSION
+        config["multi_label"] = True
+        config["thresholds"] = [round(float(t), 6) for t in thresholds]
+    if pair_column is not None:  # single-text configs stay exactly as they were
+        if model.encoder.type_emb is None or model.config.type_vocab_size < 2:
+            raise UserError(
+                f"the checkpoint was trained on text pairs ({pair_column!r}) but its model has "
+                f"type_vocab_size {model.config.type_vocab_size}; was it written by fit.py?"
+            )
+        config["text_column"] = data.get("text_column")
+        config["text_pair_column"] = pair_column
+    return config

@@ -9,15 +9,16 @@ checkpoint alone is enough to predict.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 from torchmetrics import MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassRecall
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
@@ -25,11 +26,21 @@ from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.pretrained import Pretrained
 from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
+from tscratch.training.losses import check_class_weights, classification_loss
+from tscratch.training.multilabel import (
+    MultiLabelObjective,
+    check_multilabel_options,
+    multilabel_metrics,
+)
 from tscratch.training.optim import encoder_lr_scales
 from tscratch.training.task import EncoderTask, check_optimization
 
+log = logging.getLogger(__name__)
+
 FINE_TUNING = ("head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers")
 """Options that decide the optimizer's parameter groups and their rates."""
+LOSS = ("loss", "focal_gamma", "class_weights")
+"""Options that define the training objective (a resumed run keeps its checkpoint's)."""
 
 
 class ClassificationTask(EncoderTask):
@@ -53,13 +64,18 @@ class ClassificationTask(EncoderTask):
         warmup_steps: int | float = 0.1,
         min_lr: float = 0.0,
         label_smoothing: float = 0.1,
+        class_weights: Literal["auto", "none"] | list[float] = "none",
+        loss: Literal["cross_entropy", "focal"] = "cross_entropy",
+        focal_gamma: float = 2.0,
         token_dropout: float | Literal["auto"] = 0.0,
         compile: bool = False,
+        activation_checkpointing: bool = False,
         init_from: str | None = None,
         head_lr: float | None = None,
         layer_lr_decay: float = 1.0,
         freeze_embeddings: bool = False,
         freeze_layers: int = 0,
+        multi_label: bool = False,
     ) -> None:
         """
         Args:
@@ -73,11 +89,22 @@ class ClassificationTask(EncoderTask):
                 steps.
             min_lr: learning rate at the end of the cosine decay (with `head_lr` or
                 `layer_lr_decay`, each group ends at its own peak x min_lr / lr).
-            label_smoothing: label smoothing of the cross-entropy loss.
+            label_smoothing: label smoothing of the loss (focal loss too: the smoothed target
+                weights each class's term).
+            class_weights: weight of each class in the loss, for imbalanced labels: 'none'
+                (every class 1), a list of positive numbers in label order, or 'auto' (fit.py:
+                inverse frequency of the training split's labels, scaled to average 1 over the
+                classes; printed, and stored in the checkpoint as numbers).
+            loss: cross_entropy, or focal (Lin et al. 2017: each term scaled by (1 - p)^gamma,
+                so confidently right rows weigh little; class_weights act as its alpha).
+            focal_gamma: focal loss's focusing exponent gamma (0 is cross-entropy).
             token_dropout: fraction of real tokens (never the first) hidden from attention in
                 each training batch, a different draw every step (word dropout, Iyyer et al.
                 2015). fit.py also takes "auto": chosen from the texts' typical length.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
+            activation_checkpointing: recompute each encoder block's activations in the backward
+                pass instead of keeping them: less memory for longer sequences or bigger
+                batches, at the cost of about one more forward pass (see README, Memory).
             init_from: start the encoder from pretrained weights: a fit.py or pretrain.py
                 checkpoint, a folder written by scripts/export.py, a BERT-family folder,
                 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id (online). The CLI then
@@ -93,6 +120,9 @@ class ClassificationTask(EncoderTask):
                 them, if any) fixed.
             freeze_layers: keep the first N encoder layers fixed (with pretrained weights: the
                 most general features).
+            multi_label: rows carry any number of labels (linked from the data; do not set):
+                one sigmoid per label with BCE, label_smoothing moving each 0/1 target toward
+                1/2, per-label thresholds tuned on validation (`tscratch.training.multilabel`).
         """
         super().__init__()  # `config_arguments` saves the hyperparameters, flat
         self.config = config
@@ -109,14 +139,30 @@ class ClassificationTask(EncoderTask):
             raise UserError(f"token_dropout ({token_dropout}) must be in [0, 1)")
         if not 0.0 <= label_smoothing < 1.0:
             raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
+        if loss not in ("cross_entropy", "focal"):
+            raise UserError(f"loss {loss!r} must be 'cross_entropy' or 'focal'")
+        if not (math.isfinite(focal_gamma) and focal_gamma >= 0):
+            raise UserError(f"focal_gamma ({focal_gamma}) must be >= 0 (0 is cross-entropy)")
         check_optimization(lr, weight_decay, betas)
         if head_lr is not None and not head_lr > 0:
             raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
         if not 0.0 < layer_lr_decay <= 1.0:
             raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
+        self.multi_label: MultiLabelObjective | None = None
+        """Multi-label models' loss, thresholds (saved) and per-label F1; None otherwise."""
+        if multi_label:
+            check_multilabel_options(class_weights, loss)
+            self.multi_label = MultiLabelObjective(num_classes, label_smoothing)
+        weights = check_class_weights(class_weights, num_classes, self.label_names)
+        # Not persistent: the numbers live in the hyperparameters, and state_dict keys stay
+        # those of checkpoints written before class weights existed.
+        self.register_buffer(
+            "class_weight", None if weights is None else torch.tensor(weights), persistent=False
+        )
         self.model = TransformerClassifier(self.config, num_classes, pooling=pooling)
         self._freeze(freeze_embeddings, freeze_layers)
+        self.model.encoder.activation_checkpointing = activation_checkpointing
         if compile:
             self.model.compile()  # in place: state_dict keys stay those of the plain model
         metrics = lambda: MetricCollection(  # noqa: E731
@@ -125,11 +171,18 @@ class ClassificationTask(EncoderTask):
                 "f1": MulticlassF1Score(num_classes, average="macro"),
             }
         )
+        if multi_label:  # same keys: f1 macro, acc exact match, plus f1_micro
+            metrics = lambda: multilabel_metrics(num_classes)  # noqa: E731
         self.train_metrics = metrics().clone(prefix="train/")
         self.val_metrics = metrics().clone(prefix="val/")
         self.test_metrics = metrics().clone(prefix="test/")
+        # Per-class recall at validation (val/recall/<label>): on imbalanced data the minority
+        # classes' recall is what accuracy hides. (scripts/test.py reports it for test.)
+        self.val_recall = MulticlassRecall(num_classes, average=None)
         self.pretrained: Pretrained | None = None
         """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
+        self.scheduled_steps: int | None = None
+        """Optimizer steps the learning-rate schedule was sized for (set when training starts)."""
 
     def _freeze(self, embeddings: bool, layers: int) -> None:
         if not 0 <= layers <= self.config.num_layers:
@@ -145,6 +198,11 @@ class ClassificationTask(EncoderTask):
             if module is not None:
                 module.requires_grad_(False)
 
+    def configure_optimizers(self) -> dict[str, Any]:
+        # The schedule's length, kept for fit.py's note when early stopping cuts a run short.
+        self.scheduled_steps = int(self.trainer.estimated_stepping_batches)
+        return super().configure_optimizers()
+
     def lr_scale(self) -> Callable[[str], float] | None:
         """Layer-wise decay and the head's own rate (`layer_lr_decay`, `head_lr`)."""
         hp = self.hparams
@@ -158,14 +216,43 @@ class ClassificationTask(EncoderTask):
         """Hyperparameters a resumed run must share with its checkpoint: every config field
         except its `RUNTIME_FIELDS`, what sizes and reads the head, and the fine-tuning options
         that shape the optimizer's parameter groups (a changed one would not fit its state)."""
-        return [*super().architecture_keys(), "num_classes", "label_names", "pooling", *FINE_TUNING]
+        keys = [*super().architecture_keys(), "num_classes", "label_names", "pooling"]
+        keys.append("multi_label")  # decides the loss and the saved thresholds
+        return [*keys, *FINE_TUNING, *LOSS]
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        """Logits (B, C) for token ids (B, T) and mask (B, T), True = real token."""
-        return self.model(input_ids, attention_mask).logits
+    def validation_metrics(self) -> dict[str, str]:
+        """Every metric logged at validation, with the direction that is better ("min" or
+        "max"): what early stopping and checkpointing may monitor."""
+        better = {"val/loss": "min", **dict.fromkeys(self.val_metrics.keys(), "max")}
+        per_label = "f1" if self.multi_label is not None else "recall"
+        return better | {f"val/{per_label}/{name}": "max" for name in self.label_names}
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """Logits (B, C) for token ids (B, T) and mask (B, T), True = real token; text pairs
+        also give token types (B, T)."""
+        return self.model(input_ids, attention_mask, token_type_ids=token_type_ids).logits
 
     def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
+        if self.multi_label is not None:
+            return self.multi_label.loss(logits, labels)
+        hp = self.hparams
+        return classification_loss(
+            logits, labels, hp.loss, hp.focal_gamma, self.class_weight, hp.label_smoothing
+        )
+
+    def _metric_inputs(
+        self, logits: Tensor, labels: Tensor, tuned: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """What the metrics take: logits and class ids, or for multi-label 0/1 decisions
+        (at 0.5, or at the tuned thresholds) and 0/1 labels."""
+        if self.multi_label is None:
+            return logits, labels
+        return self.multi_label.decide(logits, tuned), labels.long()
 
     def _drop_tokens(self, attention_mask: Tensor) -> Tensor:
         p = self.hparams.token_dropout
@@ -178,37 +265,62 @@ class ClassificationTask(EncoderTask):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
         self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
-        logits = self(batch["input_ids"], self._drop_tokens(batch["attention_mask"]))
+        mask = self._drop_tokens(batch["attention_mask"])
+        logits = self(batch["input_ids"], mask, batch.get("token_type_ids"))
         loss = self._loss(logits, batch["labels"])
         self.check_finite(loss)
-        self.train_metrics.update(logits.detach(), batch["labels"])
+        self.train_metrics.update(*self._metric_inputs(logits.detach(), batch["labels"]))
         self.log("train/loss", loss, prog_bar=True, batch_size=B)
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=B)
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """Logs val/ metrics and returns the logits (B, C), for callbacks (pictures)."""
-        logits = self(batch["input_ids"], batch["attention_mask"])
+        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
         labels = batch["labels"]
         # sync_dist: under DDP the epoch value is averaged over ranks, not rank 0's alone (the
         # torchmetrics objects sync themselves); it costs one all-reduce per epoch.
         loss = self._loss(logits, labels)
         self.log("val/loss", loss, prog_bar=True, batch_size=len(labels), sync_dist=True)
-        self.val_metrics.update(logits, labels)
+        self.val_metrics.update(*self._metric_inputs(logits, labels))
         self.log_dict(self.val_metrics, prog_bar=True, batch_size=len(labels))
+        if self.multi_label is not None:
+            self.multi_label.collect(logits, labels)
+            return logits
+        self.val_recall.update(logits, labels)
         return logits
+
+    def on_validation_epoch_end(self) -> None:
+        if self.multi_label is not None:  # per-label F1; thresholds tuned (not sanity checks)
+            f1 = self.multi_label.epoch_end(tune=not self.trainer.sanity_checking)
+            self.log_dict({f"val/f1/{n}": v for n, v in zip(self.label_names, f1, strict=True)})
+            return
+        recall = self.val_recall.compute()  # (C,), synced over processes
+        self.val_recall.reset()
+        self.log_dict({f"val/recall/{n}": r for n, r in zip(self.label_names, recall, strict=True)})
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """Logs test/ metrics and returns the logits (B, C), for callbacks (the report)."""
-        logits = self(batch["input_ids"], batch["attention_mask"])
+        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
         labels = batch["labels"]
         self.log("test/loss", self._loss(logits, labels), batch_size=len(labels), sync_dist=True)
-        self.test_metrics.update(logits, labels)
+        self.test_metrics.update(*self._metric_inputs(logits, labels, tuned=True))
         self.log_dict(self.test_metrics, batch_size=len(labels))
         return logits
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        return self(batch["input_ids"], batch["attention_mask"]).float().softmax(-1)
+        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        if self.multi_label is not None:
+            return logits.float().sigmoid()  # (B, C), one independent probability per label
+        return logits.float().softmax(-1)
+
+    def on_test_start(self) -> None:
+        if self.multi_label is not None:
+            pairs = zip(self.label_names, self.multi_label.thresholds.tolist(), strict=True)
+            log.info(
+                "test metrics use the per-label thresholds tuned on validation: %s",
+                ", ".join(f"{name} {t:.2f}" for name, t in pairs),
+            )
 
     def setup(self, stage: str) -> None:
         """Load `init_from`'s encoder weights before training (not when resuming: the

@@ -39,6 +39,8 @@ class ValidationPictures(L.Callback):
     the logits (B, C) and batches with ``input_ids`` (B, T), ``attention_mask`` (B, T) (True =
     real token) and ``labels`` (B,); with an ``index`` (B,) of validation rows too, misclassified
     rows are shown as ``datamodule.text("validation", index)`` returns them, else decoded.
+    Batches of text pairs carry ``token_type_ids`` (B, T): the heatmap example keeps its own, so
+    the model reads it as it did in validation.
 
     Args:
         max_misclassified: misclassified texts shown per epoch.
@@ -55,6 +57,7 @@ class ValidationPictures(L.Callback):
         self.confusion: MulticlassConfusionMatrix | None = None
         self.misclassified: list[tuple[str, str, str]] = []  # (text, true, predicted)
         self.heatmap_example: Tensor | None = None  # (T,) real token ids
+        self.heatmap_types: Tensor | None = None  # (T,) their token types (text pairs only)
         self._logger: TensorBoardLogger | None = None
         self._noticed = False
 
@@ -72,7 +75,9 @@ class ValidationPictures(L.Callback):
                 )
 
     def _active(self, trainer: L.Trainer) -> bool:
-        return self._logger is not None and not trainer.sanity_checking
+        # A confusion matrix and "predicted vs true" need one label per row: not multi-label.
+        single_label = getattr(trainer.lightning_module, "multi_label", None) is None
+        return self._logger is not None and not trainer.sanity_checking and single_label
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._active(trainer):
@@ -104,7 +109,10 @@ class ValidationPictures(L.Callback):
             self.misclassified.append((text, names[int(labels[i])], names[int(predicted[i])]))
         if self.heatmap_example is None:
             # The eval loader is deterministic, so this is the same example every epoch.
-            self.heatmap_example = batch["input_ids"][0][batch["attention_mask"][0]].cpu()
+            real = batch["attention_mask"][0]  # (T,)
+            self.heatmap_example = batch["input_ids"][0][real].cpu()
+            if "token_type_ids" in batch:
+                self.heatmap_types = batch["token_type_ids"][0][real].cpu()
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self._active(trainer):
@@ -116,7 +124,10 @@ class ValidationPictures(L.Callback):
         writer.add_figure("confusion", confusion_figure(confusion, pl_module.label_names), step)
         if self.heatmap_example is not None:
             ids = self.heatmap_example[: self.heatmap_tokens]
-            for tag, fig in attention_figures(pl_module.model, ids, self._tokens(trainer, ids)):
+            types = self.heatmap_types
+            types = None if types is None else types[: self.heatmap_tokens]
+            tokens = self._tokens(trainer, ids)
+            for tag, fig in attention_figures(pl_module.model, ids, tokens, types):
                 writer.add_figure(tag, fig, step)
         if self.misclassified:
             rows = [
@@ -173,11 +184,14 @@ def _cells(counts) -> list[tuple[tuple[int, int], int]]:
 
 @torch.no_grad()
 def attention_figures(
-    model: torch.nn.Module, ids: Tensor, tokens: list[str]
+    model: torch.nn.Module, ids: Tensor, tokens: list[str], token_type_ids: Tensor | None = None
 ) -> list[tuple[str, Figure]]:
-    """(tag, figure) for each layer's head-mean and per-head attention of one example. ids (T,)."""
+    """(tag, figure) for each layer's head-mean and per-head attention of one example. ids (T,);
+    token_type_ids (T,) for a text pair."""
     device = next(model.parameters()).device
-    attentions = model(ids.to(device)[None], need_weights=True).attentions  # L x (1, H, T, T)
+    types = None if token_type_ids is None else token_type_ids.to(device)[None]  # (1, T)
+    out = model(ids.to(device)[None], token_type_ids=types, need_weights=True)
+    attentions = out.attentions  # L x (1, H, T, T)
     figures = []
     for layer, weights in enumerate(attentions):
         w = weights[0].float().cpu()  # (H, T, T)
