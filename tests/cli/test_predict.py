@@ -31,7 +31,7 @@ TEXTS = [
     'a "quoted" spam message',
 ]
 LONG = "the lazy dog sleeps all morning while the quick fox runs over the hill " * 4
-RATE = re.compile(r"^\d+ texts in [\d.]+ s \([\d.]+ texts/s\)$")
+RATE = re.compile(r"^(1 text|\d+ texts) in [\d.]+ s \([\d.]+ texts/s\)$")
 BBC_LABELS = ["business", "entertainment", "politics", "sports", "tech"]
 
 
@@ -342,3 +342,8 @@ def test_predict_check_runs_at_toy_size(run_script, best_ckpt, tmp_path):
         for batch in (1, 32):
             row = rf"\| {name}, batch {batch} \| [\d.]+ texts/s \(\d+ threads\) \|"
             assert re.search(row, proc.stdout)
+
+
+def test_the_rate_line_counts_one_text_in_the_singular(folder, capsys):
+    assert main(["--model", folder, "cheap prizes"]) == 0
+    assert re.match(r"^1 text in [\d.]+ s \([\d.]+ texts/s\)$", capsys.readouterr().err)

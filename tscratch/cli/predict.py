@@ -245,7 +245,8 @@ def run(args: argparse.Namespace) -> None:
     write_results(results, classifier.labels, output)
     rate = len(texts) / max(seconds, 1e-9)
     unit = "texts" if pairs is None else "pairs"
-    sys.stderr.write(f"{len(texts)} {unit} in {seconds:.2f} s ({rate:.1f} {unit}/s)\n")
+    count = f"{len(texts)} {unit if len(texts) != 1 else unit[:-1]}"  # "1 text", "2 texts"
+    sys.stderr.write(f"{count} in {seconds:.2f} s ({rate:.1f} {unit}/s)\n")
 
 
 def _inputs(
