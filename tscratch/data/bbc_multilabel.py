@@ -19,9 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from tscratch.data.bbc_pairs import POOL_SHARES, opening
-from tscratch.data.loading import load_bbc_news
-from tscratch.data.sources import column
+from tscratch.data.bbc_pairs import POOL_SHARES, article_pools
 from tscratch.errors import UserError
 
 DELIMITER = "|"
@@ -86,20 +84,11 @@ def write_topic_mixes(
     files = {split: out / f"{split}.{fmt}" for split in POOL_SHARES}
     if taken := [str(f) for f in files.values() if f.exists()]:
         raise UserError(f"{taken[0]} already exists; pick another --out")
-    bbc = load_bbc_news()
-    names = bbc.features["label"].names
-    articles = dict(zip(column(bbc, "text"), column(bbc, "label"), strict=True))  # distinct
-    order = list(articles)
-    random.Random(seed).shuffle(order)
+    pools, names = article_pools(words, seed)
     counts = {"train": train_rows, "validation": eval_rows, "test": eval_rows}
     out.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for k, (split, share) in enumerate(POOL_SHARES.items()):
-        pool = order[start : start + round(share * len(order))]
-        start += len(pool)
-        texts = [opening(text, words) for text in pool]
-        topics = [names[articles[t]] for t in pool]
-        rows = topic_mixes(texts, topics, counts[split], seed + k)
+    for k, (split, (texts, ids)) in enumerate(pools.items()):
+        rows = topic_mixes(texts, [names[i] for i in ids], counts[split], seed + k)
         with files[split].open("w", newline="", encoding="utf-8") as f:
             if fmt == "jsonl":
                 f.writelines(json.dumps(row) + "\n" for row in rows)

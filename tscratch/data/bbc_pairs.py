@@ -29,6 +29,29 @@ def opening(text: str, words: int) -> str:
     return " ".join(text.split()[:words])
 
 
+Pools = dict[str, tuple[list[str], list[int]]]
+"""Split name -> (article openings, their topic ids)."""
+
+
+def article_pools(words: int, seed: int) -> tuple[Pools, list[str]]:
+    """BBC News's distinct articles, shuffled with `seed` and cut into disjoint train,
+    validation and test pools (`POOL_SHARES`), each article kept to its first `words` words.
+
+    Returns:
+        split name -> (openings, topic ids), and the topic names (index = id).
+    """
+    bbc = load_bbc_news()
+    articles = dict(zip(column(bbc, "text"), column(bbc, "label"), strict=True))  # distinct
+    order = list(articles)
+    random.Random(seed).shuffle(order)
+    pools, start = {}, 0
+    for split, share in POOL_SHARES.items():
+        pool = order[start : start + round(share * len(order))]
+        start += len(pool)
+        pools[split] = ([opening(text, words) for text in pool], [articles[t] for t in pool])
+    return pools, bbc.features["label"].names
+
+
 def same_topic_pairs(
     texts: Sequence[str], topics: Sequence[int], count: int, seed: int
 ) -> list[dict[str, str]]:
@@ -76,18 +99,11 @@ def write_same_topic_pairs(
     files = {split: out / f"{split}.csv" for split in POOL_SHARES}
     if taken := [str(f) for f in files.values() if f.exists()]:
         raise UserError(f"{taken[0]} already exists; pick another --out")
-    bbc = load_bbc_news()
-    articles = dict(zip(column(bbc, "text"), column(bbc, "label"), strict=True))  # distinct
-    order = list(articles)
-    random.Random(seed).shuffle(order)
+    pools, _ = article_pools(words, seed)
     counts = {"train": train_pairs, "validation": eval_pairs, "test": eval_pairs}
     out.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for k, (split, share) in enumerate(POOL_SHARES.items()):
-        pool = order[start : start + round(share * len(order))]
-        start += len(pool)
-        texts = [opening(text, words) for text in pool]
-        rows = same_topic_pairs(texts, [articles[t] for t in pool], counts[split], seed + k)
+    for k, (split, (texts, topics)) in enumerate(pools.items()):
+        rows = same_topic_pairs(texts, topics, counts[split], seed + k)
         with files[split].open("w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS)
             writer.writeheader()
