@@ -46,11 +46,12 @@ def expected(folder) -> dict[str, dict]:
     return {r["text"]: r for r in open_classifier(folder).predict(GOOD)}
 
 
-@pytest.fixture(scope="module")
-def server(folder, tmp_path_factory):
-    """The URL of `scripts/serve.py` serving `folder`; stopped (its whole group) at the end."""
+@contextlib.contextmanager
+def serving(folder: str, logs: Path):
+    """Runs `scripts/serve.py --model folder` with its output in `logs`; yields its URL once
+    healthy and stops it (its whole group) on exit."""
     pytest.importorskip("litserve")
-    port, logs = free_port(), tmp_path_factory.mktemp("server_logs")
+    port = free_port()
     command = [sys.executable, str(REPO / "scripts" / "serve.py"), "--model", folder,
                "--port", str(port), "--max_batch_size", "4", "--batch_timeout", "0.05"]  # fmt: skip
     env = script_env(logs / "cache", logs / "home")
@@ -64,6 +65,14 @@ def server(folder, tmp_path_factory):
         yield url
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server(folder, tmp_path_factory):
+    """The URL of `scripts/serve.py` serving `folder`; stopped at the end."""
+    logs = tmp_path_factory.mktemp("server_logs")
+    with serving(folder, logs) as url:
+        yield url
     assert not (logs / "client.py").exists()  # LitServe's client file is not written
 
 

@@ -5,13 +5,10 @@ request checks in-process."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.cli.test_serve import free_port, get, post, stop, wait_healthy
-from tests.helpers import REPO, script_env
+from tests.cli.test_serve import get, post, serving
 from tests.test_export_pairs import (
     PAIRS,
     TEXTS,
@@ -30,21 +27,9 @@ def folder(pair_checkpoint, tmp_path_factory) -> str:  # noqa: F811
 @pytest.fixture(scope="module")
 def server(folder, tmp_path_factory):
     """The URL of `scripts/serve.py` serving the pair model; stopped at the end."""
-    pytest.importorskip("litserve")
-    port, logs = free_port(), tmp_path_factory.mktemp("server_logs")
-    command = [sys.executable, str(REPO / "scripts" / "serve.py"), "--model", folder,
-               "--port", str(port), "--max_batch_size", "4", "--batch_timeout", "0.05"]  # fmt: skip
-    env = script_env(logs / "cache", logs / "home")
-    with (logs / "out").open("w") as out, (logs / "err").open("w") as err:
-        proc = subprocess.Popen(
-            command, cwd=logs, env=env, stdout=out, stderr=err, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, logs)
+    logs = tmp_path_factory.mktemp("server_logs")
+    with serving(folder, logs) as url:
         yield url
-    finally:
-        stop(proc)
     assert "reads text pairs" in (logs / "out").read_text()
 
 
