@@ -1,9 +1,19 @@
-"""What every test that runs a script in a subprocess shares (import as `tests.helpers`)."""
+"""What every test that runs a script, in a subprocess or its `main` in process, shares (import
+as `tests.helpers`)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
+import logging
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "tscratch" / "configs" / "tiny.yaml"
@@ -30,3 +40,53 @@ def script_env(cache: Path | str, home: Path | str, *, tests_importable: bool = 
     if tests_importable:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     return env
+
+
+def call_main(
+    name: str, *args: object, cwd: Path, env: dict[str, str | None]
+) -> subprocess.CompletedProcess:
+    """`scripts/<name> args...` as a call of its `main(args)` in this process, run as the script
+    would run in `cwd` with `env` applied to the environment (None: unset).
+
+    For checks the process boundary plays no part in: a subprocess spends ~5-7 s importing torch
+    and Lightning first. Returns what `subprocess.run` would: the exit code (a `SystemExit` of the
+    argument parser included; any other exception escapes, as a traceback would), stdout with the
+    log lines the script's `logging.basicConfig` prints there, and stderr. Like `script_env`:
+    one intra-op thread; `sys.argv[0]` is the script's name. The environment (Lightning leaves
+    `PL_GLOBAL_SEED` there), working directory, argv, root logger and thread count are restored.
+    """
+    script = (REPO / "scripts" / name).read_text()
+    module = re.search(r"^from (\S+) import main$", script, re.MULTILINE).group(1)
+    main = importlib.import_module(module).main
+    out, err = io.StringIO(), io.StringIO()
+    # The script's basicConfig finds this handler there and adds none of its own.
+    root, handler = logging.getLogger(), logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    saved_env = dict(os.environ)
+    saved = sys.argv, os.getcwd(), root.level, torch.get_num_threads()
+    sys.argv = [name]
+    os.chdir(cwd)
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(arg) for arg in args])
+    except SystemExit as stop:
+        code = stop.code
+    finally:
+        root.removeHandler(handler)
+        sys.argv, cwd_before, level, threads = saved
+        root.setLevel(level)
+        torch.set_num_threads(threads)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(cwd_before)
+    return subprocess.CompletedProcess(
+        [name, *map(str, args)], code, out.getvalue(), err.getvalue()
+    )

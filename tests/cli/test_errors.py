@@ -1,8 +1,13 @@
-"""Bad input ends the real scripts with one line, exit code 2, no traceback, and nothing of an
+"""Bad input ends the scripts with one line, exit code 2, no traceback, and nothing of an
 earlier run touched; input tscratch can repair (empty rows, non-UTF-8 bytes, huge documents) is
 repaired with a warning and training goes on.
 
-Every script runs in a subprocess (~5 s each, mostly imports), hence the slow marks.
+Most cases run the script's `main` in this process (conftest's `run_main`: its exit code,
+stdout with the script's log lines, stderr), since a subprocess spends ~5-7 s importing before it
+fails in well under one. The real scripts run in a subprocess only where the process boundary
+is the point: the interpreter's traceback and exit code 1 of a bug, and the peak memory of a
+huge document (the scripts' own `sys.exit(main())` exit 2 is pinned in subprocesses by
+tests/training/test_resume.py and tests/training/test_checkpointing.py).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import lightning as L
@@ -38,8 +42,8 @@ WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "
 class PoisonWeights(L.Callback):
     """Test-only fault: fills one weight with NaN before the batch at ``at_step``.
 
-    Passed to fit.py as `--trainer.callbacks+=tests.cli.test_errors.PoisonWeights`
-    (with the repository on PYTHONPATH), so the NaN check of the real module fires at a known step.
+    Passed to fit.py's main as `--trainer.callbacks+=tests.cli.test_errors.PoisonWeights`, so
+    the NaN check of the real module fires at a known step.
     """
 
     def __init__(self, at_step: int = 0) -> None:
@@ -94,7 +98,8 @@ def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
 
 
 def error_line(proc: subprocess.CompletedProcess) -> str:
-    """The last stderr line, after checking the run failed cleanly: exit 2, no traceback."""
+    """The last stderr line, after checking the run failed cleanly: exit 2, no traceback (in
+    process, an exception that escapes `main` fails the test by itself)."""
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
     assert proc.returncode == 2, proc.stderr[-4000:]
     return proc.stderr.rstrip("\n").splitlines()[-1]
@@ -145,11 +150,10 @@ def splits(folder: Path, **named: list[tuple[str, str]]) -> Path:
     return folder
 
 
-# --- failures before training: one table, run two at a time --------------------------------
+# --- failures before training: one table ----------------------------------------------------
 
 # Failures before training: (fit.py arguments, given a fresh folder for input files; the whole
-# error line, as a regex). They run two at a time (imports dominate: ~5 s each) before the tests
-# that check them.
+# error line, as a regex).
 FIT_ERRORS: dict[str, tuple[Callable[[Path], list[object]], str]] = {
     "missing_data_file": (
         lambda d: ["--data.dataset", d / "nope.csv"],
@@ -214,47 +218,26 @@ FIT_ERRORS: dict[str, tuple[Callable[[Path], list[object]], str]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def fit_errors(script, request, tmp_path_factory) -> dict[str, tuple[Path, dict, Future]]:
-    """Starts the selected FIT_ERRORS cases, two at a time; each in a root with an earlier run.
-
-    Returns, per case, the root, its snapshot before the run and the future process.
-    """
-    selected = {
-        item.callspec.params["case"]
-        for item in request.session.items
-        if getattr(item, "originalname", None) == "test_fit_fails_cleanly"
-    }
-    started = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for case in sorted(selected):
-            prepare, _ = FIT_ERRORS[case]
-            folder = tmp_path_factory.mktemp(case)
-            root = make_earlier_run(folder / "root")
-            args = prepare(folder / "input")
-            command = ["--config", TINY_YAML, "--trainer.default_root_dir", root, *args]
-            started[case] = (
-                root,
-                snapshot(root),
-                pool.submit(script, "fit.py", *command, cwd=root),
-            )
-        yield started
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("case", FIT_ERRORS)
-def test_fit_fails_cleanly(case, fit_errors):
+def test_fit_fails_cleanly(case, run_main, tmp_path):
     """One error line, exit 2, no traceback; the earlier run untouched and no new run folder."""
-    root, before, future = fit_errors[case]
-    line = error_line(future.result())
-    assert re.fullmatch(FIT_ERRORS[case][1], line), line
+    prepare, expected = FIT_ERRORS[case]
+    root = make_earlier_run(tmp_path / "root")
+    before = snapshot(root)
+    args = prepare(tmp_path / "input")
+    proc = run_main(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", root, *args, cwd=root
+    )
+    line = error_line(proc)
+    assert re.fullmatch(expected, line), line
     assert sorted(p.name for p in (root / "lightning_logs").iterdir()) == ["version_0"]
     assert snapshot(root) == before
 
 
-def fit_ok(script, root: Path, *args: object, **kwargs) -> subprocess.CompletedProcess:
-    """One fast_dev_run step of fit.py on the tiny config; must exit 0 without a traceback."""
-    proc = script(
+def fit_ok(run, root: Path, *args: object, **kwargs) -> subprocess.CompletedProcess:
+    """One fast_dev_run step of fit.py on the tiny config (`run`: `run_main` or `script`); must
+    exit 0 without a traceback."""
+    proc = run(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", root,
         "--trainer.fast_dev_run", "true", *args, cwd=root, **kwargs,
     )  # fmt: skip
@@ -277,19 +260,17 @@ def test_header_only_csv(tmp_path):
         load_source(str(data), cache_dir=str(tmp_path / "cache"))
 
 
-@pytest.mark.slow
-def test_rows_without_text_are_dropped_with_a_warning(script, tmp_path):
+def test_rows_without_text_are_dropped_with_a_warning(run_main, tmp_path):
     data = write_csv(tmp_path / "data.csv", [*rows(60), ("", "neg"), ("   ", "pos"), ("x", "")])
-    proc = fit_ok(script, tmp_path, "--data.dataset", data)
+    proc = fit_ok(run_main, tmp_path, "--data.dataset", data)
     assert "Dropped 3 train rows with empty text or no label (60 of 63 rows left)\n" in proc.stdout
 
 
-@pytest.mark.slow
-def test_non_utf8_csv_is_read_with_a_warning(script, tmp_path):
+def test_non_utf8_csv_is_read_with_a_warning(run_main, tmp_path):
     data = tmp_path / "latin1.csv"
     lines = ["text,label", *(f"{t} caf\xe9 na\xefve,{y}" for t, y in rows(60))]
     data.write_bytes("\n".join(lines).encode("latin-1"))
-    proc = fit_ok(script, tmp_path, "--data.dataset", data)
+    proc = fit_ok(run_main, tmp_path, "--data.dataset", data)
     offset = len("text,label\n" + rows(1)[0][0] + " caf")
     assert (
         f"{data} is not UTF-8 (byte 0xe9 at offset {offset}): undecodable bytes read as U+FFFD; "
@@ -344,9 +325,9 @@ def earlier_run(tiny_run, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_resume_with_another_architecture(script, earlier_run):
+def test_resume_with_another_architecture(run_main, earlier_run):
     before = snapshot(earlier_run)
-    proc = script(
+    proc = run_main(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
         "--ckpt_path", "last", "--model.d_model", "64", "--model.num_layers", "3",
         cwd=earlier_run,
@@ -377,10 +358,10 @@ def test_resume_check_ignores_training_settings(tmp_path):
 
 
 @pytest.mark.slow
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(script, earlier_run):
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(run_main, earlier_run):
     last = earlier_run / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     before = last.read_bytes(), last.stat().st_mtime_ns
-    proc = script(
+    proc = run_main(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
         "--ckpt_path", "last", "--trainer.max_epochs", "2", "--latest.every_n_train_steps", "2",
         "--trainer.callbacks+=tests.cli.test_errors.PoisonWeights",
@@ -399,12 +380,11 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(script, earlier_run):
     )
 
 
-@pytest.mark.slow
-def test_nan_loss_from_a_huge_learning_rate(script, tmp_path):
+def test_nan_loss_from_a_huge_learning_rate(run_main, tmp_path):
     root = make_earlier_run(tmp_path / "root")
     before = snapshot(root)
     args = ["--config", TINY_YAML, "--trainer.default_root_dir", root, "--model.lr", "1e30"]
-    line = error_line(script("fit.py", *args, cwd=root))
+    line = error_line(run_main("fit.py", *args, cwd=root))
     assert re.fullmatch(
         r"error: loss is (nan|inf) at step \d+; lower --model\.lr or check the data \(the last "
         r"good checkpoint is kept\)",
@@ -416,18 +396,16 @@ def test_nan_loss_from_a_huge_learning_rate(script, tmp_path):
 # --- predict and the command line -----------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_predict_without_input(script, tmp_path):
-    proc = script("predict.py", "--ckpt_path", tmp_path / "any.ckpt", cwd=tmp_path)
+def test_predict_without_input(run_main, tmp_path):
+    proc = run_main("predict.py", "--ckpt_path", tmp_path / "any.ckpt", cwd=tmp_path)
     assert error_line(proc) == (
         "error: no input: pass texts as arguments, --pair TEXT TEXT_PAIR (for a pair model) or "
         "--input FILE"
     )
 
 
-@pytest.mark.slow
-def test_bad_value_type_gets_the_usage_message(script, tmp_path):
-    proc = script("fit.py", "--model.d_model", "abc", cwd=tmp_path)
+def test_bad_value_type_gets_the_usage_message(run_main, tmp_path):
+    proc = run_main("fit.py", "--model.d_model", "abc", cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("usage: fit.py")

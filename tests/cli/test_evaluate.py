@@ -1,4 +1,8 @@
-"""scripts/test.py: a checkpoint evaluated on its own test split, or on other labelled data."""
+"""scripts/test.py: a checkpoint evaluated on its own test split, or on other labelled data.
+
+The first test runs the real script in a subprocess; the others call its `main` in this process
+(conftest's `run_main`), where the process boundary plays no part.
+"""
 
 from __future__ import annotations
 
@@ -27,9 +31,9 @@ def test_evaluates_the_checkpoint_on_its_own_test_split(run_script, tiny_run, tm
 
 
 @pytest.mark.slow
-def test_output_folder_holds_a_report_that_agrees_with_itself(run_script, tiny_run, tmp_path):
+def test_output_folder_holds_a_report_that_agrees_with_itself(run_main, tiny_run, tmp_path):
     ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
-    proc = run_script("test.py", "--ckpt_path", ckpt, "--output", "report", cwd=tmp_path)
+    proc = run_main("test.py", "--ckpt_path", ckpt, "--output", "report", cwd=tmp_path)
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = tmp_path / "report"
@@ -63,12 +67,12 @@ def test_output_folder_holds_a_report_that_agrees_with_itself(run_script, tiny_r
 
 
 @pytest.mark.slow
-def test_data_with_other_labels_is_refused(run_script, tiny_run, tmp_path):
+def test_data_with_other_labels_is_refused(run_main, tiny_run, tmp_path):
     ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
     rows = ["text,label", *(f"some words number {i},{'xy'[i % 2]}" for i in range(40))]
     (tmp_path / "other.csv").write_text("\n".join(rows), encoding="utf-8")
 
-    proc = run_script(
+    proc = run_main(
         "test.py", "--ckpt_path", ckpt, "--data.dataset", "csv",
         "--data.data_files", tmp_path / "other.csv", cwd=tmp_path,
     )  # fmt: skip
@@ -80,8 +84,8 @@ def test_data_with_other_labels_is_refused(run_script, tiny_run, tmp_path):
     )
 
 
-def test_missing_checkpoint_is_one_line(run_script, tmp_path):
-    proc = run_script("test.py", "--ckpt_path", tmp_path / "nope.ckpt", cwd=tmp_path)
+def test_missing_checkpoint_is_one_line(run_main, tmp_path):
+    proc = run_main("test.py", "--ckpt_path", tmp_path / "nope.ckpt", cwd=tmp_path)
 
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: --ckpt_path {tmp_path / 'nope.ckpt'}: no such file"

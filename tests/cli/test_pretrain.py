@@ -22,10 +22,12 @@ TINY = ["--config", "pretrain_tiny"]
 
 
 @pytest.fixture(scope="module")
-def pretrain_run(run_script, tmp_path_factory):
-    """`pretrain.py --config pretrain_tiny` in an empty root (~20 s): read, never write."""
+def pretrain_run(run_main, tmp_path_factory):
+    """`pretrain.py --config pretrain_tiny` in an empty root, its `main` in this process (conftest's
+    `run_main`, as every run of the script here: no check needs the process boundary): read,
+    never write."""
     root = tmp_path_factory.mktemp("pretrain_run")
-    proc = run_script("pretrain.py", *TINY, "--trainer.default_root_dir", root, cwd=root)
+    proc = run_main("pretrain.py", *TINY, "--trainer.default_root_dir", root, cwd=root)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return root, proc
 
@@ -70,10 +72,10 @@ def test_logs_losses_perplexity_throughput_and_predictions(pretrain_run):
 
 
 @pytest.mark.slow
-def test_ckpt_path_last_continues_the_run(pretrain_run, run_script, tmp_path):
+def test_ckpt_path_last_continues_the_run(pretrain_run, run_main, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(pretrain_run[0], root)
-    proc = run_script(
+    proc = run_main(
         "pretrain.py", *TINY, "--trainer.default_root_dir", root, "--ckpt_path", "last",
         "--trainer.max_epochs", "2", cwd=root,
     )  # fmt: skip
@@ -138,14 +140,14 @@ def test_every_pretrain_config_parses(argv, capsys):
 
 
 @pytest.mark.slow
-def test_pretrain_then_fit_then_predict(pretrain_run, run_script, tmp_path):
+def test_pretrain_then_fit_then_predict(pretrain_run, run_main, tmp_path):
     """The round trip of the issue: the fine-tuned model starts from the pretrained encoder,
     uses its tokenizer ([MASK] included), and its checkpoint predicts on its own."""
     root, _ = pretrain_run
     source = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     pretrained = torch.load(source, weights_only=True)
     fit_root = tmp_path / "fit"
-    proc = run_script(
+    proc = run_main(
         "fit.py", "--config", "tiny", "--trainer.default_root_dir", fit_root,
         "--model.init_from", source, "--trainer.max_steps", "2", "--test", "false",
         cwd=tmp_path,
@@ -160,6 +162,6 @@ def test_pretrain_then_fit_then_predict(pretrain_run, run_script, tmp_path):
 
     alone = tmp_path / "alone.ckpt"
     shutil.copy(last, alone)
-    proc = run_script("predict.py", "--ckpt_path", alone, "Shares fell sharply", cwd=tmp_path)
+    proc = run_main("predict.py", "--ckpt_path", alone, "Shares fell sharply", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert '"label"' in proc.stdout

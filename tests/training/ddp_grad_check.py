@@ -2,7 +2,7 @@
 
 Data parallelism is only correct if averaging the two halves' gradients (what DDP's all-reduce
 does) equals the full batch's gradient, which holds for a mean-reduced loss over equal halves.
-Run as a script (never inside pytest: spawned ranks would re-import the test session); prints
+Run as a script (never inside pytest: the ranks would copy or re-import the test session); prints
 one JSON line: the largest absolute gradient difference and the largest gradient, for scale.
 """
 
@@ -67,7 +67,11 @@ def main() -> int:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         init_file, out = str(Path(tmp) / "init"), str(Path(tmp) / "grads.pt")
-        mp.spawn(worker, args=(init_file, out), nprocs=WORLD, join=True)
+        # Forked, not spawned: a spawned rank re-imports torch and Lightning (~5-7 s each); this
+        # process has run nothing yet, so a fork copies no threads or process group.
+        mp.start_processes(
+            worker, args=(init_file, out), nprocs=WORLD, join=True, start_method="fork"
+        )
         ddp_grads = torch.load(out, weights_only=True)
     module = build()
     ids, mask, labels = batch()

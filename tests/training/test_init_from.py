@@ -120,9 +120,10 @@ def test_a_missing_checkpoint_is_one_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_fit_from_a_checkpoint_then_predict(run_script, source_ckpt, tmp_path):
+def test_fit_from_a_checkpoint_then_predict(run_main, source_ckpt, tmp_path):
+    """Both scripts' `main` in this process (conftest's `run_main`): no process boundary matters."""
     root = tmp_path / "root"
-    proc = run_script(
+    proc = run_main(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", root,
         "--model.init_from", source_ckpt, "--model.d_model", "32",  # agrees with the source
         "--model.lr", "0.001", "--trainer.max_steps", "2", "--test", "false", cwd=tmp_path,
@@ -135,7 +136,7 @@ def test_fit_from_a_checkpoint_then_predict(run_script, source_ckpt, tmp_path):
     assert trained["hyper_parameters"]["init_from"] == str(source_ckpt)
 
     shutil.copy(last, tmp_path / "alone.ckpt")  # predicting needs nothing but the file
-    proc = run_script(
+    proc = run_main(
         "predict.py", "--ckpt_path", tmp_path / "alone.ckpt", "Shares fell", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -1,7 +1,9 @@
 """Interrupted runs from the command line: SIGKILL, Ctrl-C (SIGINT) and SIGTERM, then resume.
 
-Every run here is `fit.py` in a subprocess on the tiny config in fp32 with dropout, 2 epochs of
-6 steps and `last.ckpt` every 4 steps. `PauseAt` (below, loaded by the subprocess through
+Every run here is `fit.py` on the tiny config in fp32 with dropout, 2 epochs of 6 steps and
+`last.ckpt` every 4 steps. The runs that get a signal are subprocesses; the uninterrupted run and
+the resumes call fit.py's `main` in this process (`call_main`: no process boundary matters to
+them, and each subprocess would spend ~5-7 s importing). `PauseAt` (below, loaded through
 `--trainer.callbacks`) holds a run still at a chosen step, so each signal lands at a known point
 and the results are exact: the resumed run must end with the very weights and optimizer state of
 the run that was never interrupted.
@@ -22,7 +24,7 @@ import lightning as L
 import pytest
 import torch
 
-from tests.helpers import REPO, script_env
+from tests.helpers import REPO, call_main, script_env
 
 PAUSE_ENV = "TSCRATCH_TEST_PAUSE"  # "STEP:FILE"
 EVERY_N = 4
@@ -54,6 +56,17 @@ class PauseAt(L.Callback):
         deadline = time.monotonic() + 120
         while marker.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
+
+
+def fit_in_process(root: Path, cache: Path, *args: object) -> subprocess.CompletedProcess:
+    """`scripts/fit.py ARGS` rooted at `root`, as a call of its `main` in this process."""
+    root.mkdir(parents=True, exist_ok=True)
+    env = {"TSCRATCH_CACHE": str(cache), PAUSE_ENV: None}
+    return call_main("fit.py", *ARGS, "--trainer.default_root_dir", root, *args, cwd=root, env=env)
+
+
+def last_ckpt(root: Path) -> Path:
+    return root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
 
 
 class Fit:
@@ -93,7 +106,7 @@ class Fit:
 
     @property
     def last(self) -> Path:
-        return self.root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+        return last_ckpt(self.root)
 
 
 def _step(path: Path) -> tuple[int, int]:
@@ -118,9 +131,10 @@ def _assert_bitwise_equal(got: Path, expected: Path) -> None:
 @pytest.fixture(scope="module")
 def straight(shared_cache, tmp_path_factory) -> Path:
     """The uninterrupted run's final `last.ckpt` (step 12)."""
-    fit = Fit(tmp_path_factory.mktemp("straight") / "root", shared_cache)
-    assert fit.wait() == 0, fit.output()[-4000:]
-    return fit.last
+    root = tmp_path_factory.mktemp("straight") / "root"
+    proc = fit_in_process(root, shared_cache)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return last_ckpt(root)
 
 
 @pytest.mark.slow
@@ -133,10 +147,10 @@ def test_sigkill_loses_at_most_n_steps_and_resumes_bitwise(straight, shared_cach
     fit.proc.send_signal(signal.SIGKILL)
     assert fit.wait() == -signal.SIGKILL
 
-    resumed = Fit(tmp_path / "root", shared_cache, "--ckpt_path", "last")
+    resumed = fit_in_process(tmp_path / "root", shared_cache, "--ckpt_path", "last")
 
-    assert resumed.wait() == 0, resumed.output()[-4000:]
-    assert f"resuming from {fit.last} (epoch 1, step 8)" in resumed.output()
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"resuming from {fit.last} (epoch 1, step 8)" in resumed.stdout
     _assert_bitwise_equal(fit.last, straight)
 
 
@@ -165,12 +179,18 @@ def test_signal_saves_the_current_step_and_prints_how_to_resume(
     assert hint, output[-4000:]
     assert _step(fit.last) == (0, 3)  # the step in flight was finished, not a multiple of 4
 
-    # The printed command itself resumes, and ends where the uninterrupted run ended.
+    # The printed command is the interrupted one plus `--ckpt_path last`; its arguments resume
+    # (fit.py's main, in this process), and end where the uninterrupted run ended.
     command = shlex.split(hint.group(1))
     assert command[-2:] == ["--ckpt_path", "last"]
-    resumed = Fit(tmp_path / "root", shared_cache, *command[len(fit.command) :])
-    assert resumed.command == [sys.executable, *command[1:]]
+    assert command[1 : len(fit.command)] == fit.command[1:]  # fit.py, then the same arguments
+    resumed = call_main(
+        "fit.py",
+        *command[2:],
+        cwd=fit.root,
+        env={"TSCRATCH_CACHE": str(shared_cache), PAUSE_ENV: None},
+    )
 
-    assert resumed.wait() == 0, resumed.output()[-4000:]
-    assert f"resuming from {fit.last} (epoch 0, step 3)" in resumed.output()
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"resuming from {fit.last} (epoch 0, step 3)" in resumed.stdout
     _assert_bitwise_equal(fit.last, straight)
