@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tscratch"
 LAYERS = {
     "errors": 0, "config": 1, "nn": 2, "model": 3, "pretrained": 3, "data": 3, "training": 4,
     "cli": 5, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1, "seq2seq": 3,
+    "lab": 5,  # experiments on the training side, run by cli/lab.py; may read cli's configs
 }  # fmt: skip
 # Same rank, kept apart: the data side knows nothing of the model side and vice versa.
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}
