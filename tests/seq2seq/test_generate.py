@@ -30,6 +30,7 @@ from tscratch.seq2seq import (
     greedy_search,
     length_penalty,
 )
+from tscratch.seq2seq.generate import repeated_ngram_mask
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -200,6 +201,10 @@ def test_bad_requests_are_user_errors() -> None:
         (dict(num_beams=0), "num_beams (0) must be a positive integer"),
         (dict(num_beams=7), "num_beams (7) must be at most vocab_size / 2 (6)"),
         (
+            dict(no_repeat_ngram_size=-1),
+            "no_repeat_ngram_size (-1) must be 0 (off) or a positive integer",
+        ),
+        (
             dict(max_new_tokens=25),
             "max_new_tokens (25) exceeds max_len (24) of the sinusoidal position table; "
             "raise max_len or generate fewer tokens",
@@ -209,3 +214,46 @@ def test_bad_requests_are_user_errors() -> None:
         with pytest.raises(UserError, match=re.escape(message)):
             beam_search(model, src, **IDS, **{"num_beams": 2, **options})
     assert greedy_search(half_trained("rope"), src, **IDS, max_new_tokens=30).sequences.shape[1]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "n", "banned"),
+    [
+        ([5, 6, 7, 6, 5], 2, {6}),  # 6 follows 5 once and 7 once: the match wins
+        ([5, 6, 5, 6, 7, 5], 2, {6}),
+        ([5, 6, 7, 5, 6], 3, {7}),
+        ([5, 6, 7, 5, 6], 1, {5, 6, 7}),
+        ([5, 6, 7, 8], 2, set()),  # the last token never came before
+        ([5, 6], 3, set()),  # shorter than n
+        ([5, 6, 5], 0, set()),  # off
+    ],
+)
+def test_repeated_ngram_mask_bans_what_would_repeat(prefix, n, banned) -> None:
+    mask = repeated_ngram_mask(torch.tensor([prefix, [9] * len(prefix)]), n, 12)
+    assert set(mask[0].nonzero().squeeze(1).tolist()) == banned
+    assert set(mask[1].nonzero().squeeze(1).tolist()) == ({9} if n and len(prefix) >= n else set())
+
+
+def real_tokens(row: torch.Tensor) -> list[int]:
+    tokens = row.tolist()
+    return tokens[: tokens.index(EOS)] if EOS in tokens else tokens
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_no_repeat_ngram_blocks_repeats_with_and_without_the_cache(num_beams: int) -> None:
+    model = half_trained("sinusoidal")
+    src, mask = padded_sources([6, 6, 5, 6, 4, 6], 6, seed=11)
+    options = dict(**IDS, num_beams=num_beams, max_new_tokens=10)
+    free = generate(model, src, mask, **options)
+    rows = [real_tokens(row) for row in free.sequences]
+    assert any(len(set(r)) < len(r) for r in rows)  # the test can fail: repeats happen
+    blocked = generate(model, src, mask, **options, no_repeat_ngram_size=1)
+    assert_same(blocked, generate(model, src, mask, **options, no_repeat_ngram_size=1,
+                                  use_cache=False))  # fmt: skip
+    for row in blocked.sequences:
+        tokens = real_tokens(row)
+        assert len(set(tokens)) == len(tokens), tokens
+    bigrams = generate(model, src, mask, **options, no_repeat_ngram_size=2)
+    for row in bigrams.sequences:
+        pairs = list(zip(real_tokens(row), real_tokens(row)[1:], strict=False))
+        assert len(set(pairs)) == len(pairs), pairs

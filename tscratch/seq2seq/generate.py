@@ -16,6 +16,11 @@ K best others live on. A source stops when its worst finished hypothesis beats i
 scored at the current length (the usual stopping rule; with K = 1 it makes beam search greedy
 search). At `max_new_tokens` the live hypotheses compete with the finished ones.
 
+Repeats (`no_repeat_ngram_size` n > 0): a token that would complete an n-gram the hypothesis
+already holds gets log-probability -inf, the trigram blocking of Paulus et al. 2017 made general.
+Small models trained on little data loop ("growth growth growth"); the block is a decoding rule,
+applied the same with and without the cache.
+
 Call `model.eval()` first: these functions leave the module's mode alone.
 """
 
@@ -46,11 +51,35 @@ def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     return ((5 + length) / 6) ** alpha
 
 
+def repeated_ngram_mask(prefixes: Tensor, n: int, vocab_size: int) -> Tensor:
+    """(N, V) True at the tokens that would complete an n-gram already in each prefix (N, t).
+
+    n = 1 bans every token the prefix holds; n = 0 bans nothing.
+    """
+    N, t = prefixes.shape
+    banned = torch.zeros(N, vocab_size, device=prefixes.device)
+    if n < 1 or t < n:
+        return banned.bool()
+    windows = prefixes.unfold(1, n, 1)  # (N, t - n + 1, n): every n-gram so far
+    tail = prefixes[:, t - n + 1 :]  # (N, n - 1): the last n - 1 tokens
+    match = (windows[..., : n - 1] == tail[:, None, :]).all(dim=-1)  # (N, t - n + 1)
+    # amax, not a plain scatter: one token may follow both a matching and another context
+    return banned.scatter_reduce_(1, windows[..., -1], match.float(), reduce="amax").bool()
+
+
 class _Steps:
     """Next-token log-probabilities of growing prefixes, decoding with or without the cache."""
 
-    def __init__(self, model: TransformerSeq2Seq, memory: Tensor, mask: Tensor | None, cache: bool):
+    def __init__(
+        self,
+        model: TransformerSeq2Seq,
+        memory: Tensor,
+        mask: Tensor | None,
+        cache: bool,
+        no_repeat_ngram_size: int = 0,
+    ):
         self.model, self.memory, self.mask, self.use_cache = model, memory, mask, cache
+        self.no_repeat = no_repeat_ngram_size
         self.cache: DecoderCache | None = None
 
     def __call__(self, prefixes: Tensor) -> Tensor:
@@ -61,7 +90,11 @@ class _Steps:
             new, cache = prefixes, None
         out = self.model.decode(new, self.memory, self.mask, cache=cache, last_only=True)
         self.cache = out.cache if self.use_cache else None
-        return out.logits[:, -1].float().log_softmax(dim=-1)
+        logprobs = out.logits[:, -1].float().log_softmax(dim=-1)  # (N, V)
+        if self.no_repeat:
+            banned = repeated_ngram_mask(prefixes[:, 1:], self.no_repeat, logprobs.shape[-1])
+            logprobs = logprobs.masked_fill(banned, -torch.inf)
+        return logprobs
 
     def reorder(self, index: Tensor) -> None:
         """The next prefixes are this call's rows `index` (N,), each extended by one token."""
@@ -69,10 +102,15 @@ class _Steps:
             self.cache = self.cache.select_hypotheses(index)
 
 
-def _check(model: TransformerSeq2Seq, max_new_tokens: int, num_beams: int) -> None:
+def _check(
+    model: TransformerSeq2Seq, max_new_tokens: int, num_beams: int, no_repeat_ngram_size: int
+) -> None:
     for name, value in (("max_new_tokens", max_new_tokens), ("num_beams", num_beams)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UserError(f"{name} ({value!r}) must be a positive integer")
+    value = no_repeat_ngram_size
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise UserError(f"no_repeat_ngram_size ({value!r}) must be 0 (off) or a positive integer")
     config = model.config
     if 2 * num_beams > config.vocab_size:
         raise UserError(
@@ -98,6 +136,7 @@ def greedy_search(
     max_new_tokens: int = 64,
     length_penalty_alpha: float = 0.6,
     use_cache: bool = True,
+    no_repeat_ngram_size: int = 0,
 ) -> GenerationOutput:
     """The most likely next token at every step.
 
@@ -110,11 +149,13 @@ def greedy_search(
         max_new_tokens: most tokens generated per row, the end token included.
         length_penalty_alpha: alpha of the GNMT length penalty in the reported scores.
         use_cache: decode incrementally with the key/value cache.
+        no_repeat_ngram_size: n > 0 never repeats an n-gram within a hypothesis; 0 allows it.
     """
-    _check(model, max_new_tokens, 1)
+    _check(model, max_new_tokens, 1, no_repeat_ngram_size)
     pad_id = model.config.pad_id if pad_id is None else pad_id
     B, device = input_ids.shape[0], input_ids.device
-    steps = _Steps(model, model.encode(input_ids, attention_mask), attention_mask, use_cache)
+    memory = model.encode(input_ids, attention_mask)  # (B, S, D)
+    steps = _Steps(model, memory, attention_mask, use_cache, no_repeat_ngram_size)
     prefixes = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
     ended = torch.zeros(B, dtype=torch.bool, device=device)
     lengths = torch.zeros(B, dtype=torch.long, device=device)
@@ -146,15 +187,16 @@ def beam_search(
     max_new_tokens: int = 64,
     length_penalty_alpha: float = 0.6,
     use_cache: bool = True,
+    no_repeat_ngram_size: int = 0,
 ) -> GenerationOutput:
     """The best of `num_beams` hypotheses per source under the GNMT length penalty (see the
     module docstring). Arguments as in `greedy_search`."""
-    _check(model, max_new_tokens, num_beams)
+    _check(model, max_new_tokens, num_beams, no_repeat_ngram_size)
     pad_id = model.config.pad_id if pad_id is None else pad_id
     (B, _), K, device, L = input_ids.shape, num_beams, input_ids.device, max_new_tokens
     memory = model.encode(input_ids, attention_mask).repeat_interleave(K, dim=0)  # (B*K, S, D)
     mask = None if attention_mask is None else attention_mask.repeat_interleave(K, dim=0)
-    steps = _Steps(model, memory, mask, use_cache)
+    steps = _Steps(model, memory, mask, use_cache, no_repeat_ngram_size)
     first_row = torch.arange(B, device=device)[:, None] * K  # a source's K beams are adjacent
     rank = torch.arange(2 * K, device=device).expand(B, -1)  # (B, 2K)
     live = _Hypotheses.start(B, K, device)

@@ -1,0 +1,134 @@
+"""Extractive baselines for headline generation: `scripts/headline_baselines.py`.
+
+Two rules that read only the body, scored with the same ROUGE code as the encoder-decoder's
+validation and test (`tscratch.training.rouge.rouge`), on the same split (`headline_pairs`,
+fit.py's split for bbc_news):
+
+- lead-N: the body's first N words, N the mean training headline length in words, rounded;
+- first sentence: the body's first sentence (within its first paragraph).
+
+`--ckpt_path CKPT` (repeatable) scores fit_seq2seq.py checkpoints on the same rows in the same
+table, with their own decoding settings or those given (`--num_beams`,
+`--no_repeat_ngram_size`), so decoding choices can be compared without training again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from pathlib import Path
+
+from tscratch.cli.generate import headlines, open_generator
+from tscratch.data.headlines import Pair, headline_pairs
+from tscratch.errors import UserError, report
+from tscratch.training.rouge import rouge
+
+# A sentence ends at . ! or ? (a closing quote or bracket may follow) before a space or the end;
+# "1.13bn" and "U.S.-based" do not end one.
+_SENTENCE = re.compile(r".*?[.!?][\"'”’)\]]*(?=\s|$)", re.DOTALL)
+
+
+def lead_words(body: str, n: int) -> str:
+    """The body's first `n` words."""
+    return " ".join(body.split()[:n])
+
+
+def first_sentence(body: str) -> str:
+    """The body's first sentence, within its first non-blank paragraph (all of that paragraph
+    when no sentence end is found)."""
+    paragraph = next((line.strip() for line in body.splitlines() if line.strip()), "")
+    match = _SENTENCE.match(paragraph)
+    return match.group(0).strip() if match else paragraph
+
+
+def baseline_scores(pairs: dict[str, list[Pair]], split: str = "test") -> list[dict]:
+    """ROUGE-1/2/L F-measure of both baselines on `split`; N from the training headlines."""
+    words = statistics.mean(len(p.target.split()) for p in pairs["train"])
+    n = max(1, round(words))
+    rows, references = pairs[split], [p.target for p in pairs[split]]
+    results = []
+    for name, make in (
+        (f"lead-{n}", lambda b: lead_words(b, n)),
+        ("first sentence", first_sentence),
+    ):
+        scores = rouge([make(p.source) for p in rows], references)
+        results.append({"baseline": name, "split": split, "rows": len(rows), **scores})
+    return [{"mean_headline_words": words, "n": n}, *results]
+
+
+def checkpoint_scores(
+    paths: list[str], pairs: dict[str, list[Pair]], split: str, options: dict
+) -> list[dict]:
+    """ROUGE of each checkpoint's generations on `split`; `options` override its decoding."""
+    rows, references = pairs[split], [p.target for p in pairs[split]]
+    results = []
+    for path in paths:
+        task = open_generator(path)
+        for name, value in options.items():
+            if value is not None:
+                task.hparams[name] = value
+        hp = task.hparams
+        generated = headlines(task, [p.source for p in rows], hp.num_beams)
+        name = f"{Path(path).name} (beams {hp.num_beams}, no-repeat {hp.no_repeat_ngram_size})"
+        results.append({"baseline": name, "split": split, "rows": len(rows),
+                        **rouge(generated, references)})  # fmt: skip
+    return results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--dataset", default="bbc_news", help="as fit_seq2seq.py's --data.dataset")
+    add("--source_column", help="as --data.source_column (not for bbc_news)")
+    add("--target_column", help="as --data.target_column (not for bbc_news)")
+    add("--data_files", help="as --data.data_files, for the csv/json/parquet builders")
+    add("--seed", type=int, default=42, help="the split's seed (data.seed)")
+    add("--val_fraction", type=float, default=0.1, help="as --data.val_fraction")
+    add("--test_fraction", type=float, default=0.1, help="as --data.test_fraction")
+    add("--split", choices=["validation", "test"], default="test", help="the split scored")
+    add(
+        "--ckpt_path", action="append", default=[], metavar="CKPT",
+        help="also score this fit_seq2seq.py checkpoint (repeatable)",
+    )  # fmt: skip
+    add("--num_beams", type=int, metavar="K", help="beams for --ckpt_path (default: its own)")
+    add(
+        "--no_repeat_ngram_size", type=int, metavar="N",
+        help="n-gram blocking for --ckpt_path (default: its own; 0 off)",
+    )  # fmt: skip
+    return parser
+
+
+def run(args: argparse.Namespace) -> None:
+    pairs = headline_pairs(
+        args.dataset, args.source_column, args.target_column, args.val_fraction,
+        args.test_fraction, args.seed, data_files=args.data_files,
+    )  # fmt: skip
+    for name in ("num_beams", "no_repeat_ngram_size"):
+        value, least = getattr(args, name), 1 if name == "num_beams" else 0
+        if value is not None and value < least:
+            raise UserError(f"--{name} ({value}) must be at least {least}")
+    header, *results = baseline_scores(pairs, args.split)
+    options = {"num_beams": args.num_beams, "no_repeat_ngram_size": args.no_repeat_ngram_size}
+    results += checkpoint_scores(args.ckpt_path, pairs, args.split, options)
+    print(
+        f"mean training headline: {header['mean_headline_words']:.2f} words -> lead-{header['n']}"
+    )
+    width = max(16, *(len(r["baseline"]) + 2 for r in results))
+    print(
+        f"{'baseline':<{width}}{'split':<12}{'rows':>6}{'ROUGE-1':>9}{'ROUGE-2':>9}{'ROUGE-L':>9}"
+    )
+    for r in results:
+        print(
+            f"{r['baseline']:<{width}}{r['split']:<12}{r['rows']:>6}{r['rouge1']:>9.4f}"
+            f"{r['rouge2']:>9.4f}{r['rougeL']:>9.4f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
+        return report(error)
+    return 0
