@@ -17,7 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tscratch.cli import generate, headline_baselines
 from tscratch.cli.fit import CONFIGS, with_configs
 from tscratch.cli.fit_seq2seq import main
-from tscratch.data.headlines import headline_pairs
+from tscratch.data.seq2seq_pairs import headline_pairs
 from tscratch.training.rouge import ROUGE_KEYS, rouge
 
 TINY = ["--config", "seq2seq_tiny", "--trainer.enable_progress_bar", "false"]

@@ -8,14 +8,9 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from tscratch.data.headlines import (
-    IGNORE_INDEX,
-    HeadlineData,
-    Pair,
-    Seq2SeqCollator,
-    headline_pairs,
-    split_headline,
-)
+from tscratch.data.headlines import HeadlineData
+from tscratch.data.masking import IGNORE_INDEX
+from tscratch.data.seq2seq_pairs import Pair, Seq2SeqCollator, headline_pairs, split_headline
 from tscratch.data.sources import column
 from tscratch.data.splits import load_labeled_splits
 from tscratch.errors import UserError

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from tests.data.test_headlines import write_pairs
 from tscratch.cli.headline_baselines import baseline_scores, first_sentence, lead_words
-from tscratch.data.headlines import HeadlineData, Pair
+from tscratch.data.headlines import HeadlineData
+from tscratch.data.seq2seq_pairs import Pair
 from tscratch.errors import UserError
 from tscratch.training.masked_lm import MaskedLMTask
 from tscratch.training.rouge import rouge

@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from tscratch.cli.generate import headlines, open_generator
-from tscratch.data.headlines import Pair, headline_pairs
+from tscratch.data.seq2seq_pairs import Pair, headline_pairs
 from tscratch.errors import UserError, report
 from tscratch.training.rouge import rouge
 

@@ -21,137 +21,26 @@ The target is cut to `target_max_length` tokens, start (or end) token included.
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from datasets import Dataset
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from tscratch.data.base import TokenizedData
-from tscratch.data.encoding import encode_ids, pad_batch
-from tscratch.data.loading import BBC_NEWS, load_source
+from tscratch.data.encoding import encode_ids
+from tscratch.data.loading import BBC_NEWS
 from tscratch.data.sampler import ResumableDataLoader
-from tscratch.data.sources import SPLIT_ALIASES, column, grouped_stratified_split, pick_column
-from tscratch.data.splits import load_labeled_splits
+from tscratch.data.seq2seq_pairs import SPLITS, Pair, Seq2SeqCollator, headline_pairs
 from tscratch.data.tokenizer import cached_tokenizer, char_limit, default_cache_dir, load_tokenizer
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100  # cross-entropy's default ignore_index: labels at padding
 START, END = "[CLS]", "[SEP]"  # the decoder's start and end tokens (in every tscratch tokenizer)
-SPLITS = ("train", "validation", "test")
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One example: the text to summarise and its headline."""
-
-    source: str
-    target: str
-
-
-def split_headline(text: str) -> Pair:
-    """A BBC article as (body, headline): the first line is the headline, the rest the body."""
-    headline, _, body = text.strip().partition("\n")
-    return Pair(body.strip(), headline.strip())
-
-
-def headline_pairs(
-    dataset: str = BBC_NEWS,
-    source_column: str | None = None,
-    target_column: str | None = None,
-    val_fraction: float = 0.1,
-    test_fraction: float = 0.1,
-    seed: int = 42,
-    name: str | None = None,
-    data_files: str | list[str] | dict[str, str | list[str]] | None = None,
-    cache_dir: str | None = None,
-) -> dict[str, list[Pair]]:
-    """The train/validation/test examples a `HeadlineData` with these arguments serves.
-
-    BBC News without columns: fit.py's classification split (same seed and fractions), each
-    article cut by `split_headline`. Otherwise both columns name the source and target text.
-    """
-    if (source_column is None) != (target_column is None):
-        raise UserError(
-            f"source_column ({source_column!r}) and target_column ({target_column!r}) go "
-            "together: set both, or neither for bbc_news headlines"
-        )
-    if source_column is None:
-        if dataset != BBC_NEWS:
-            raise UserError(
-                f"dataset {dataset!r} needs source_column and target_column (the text to "
-                "summarise and its headline); only bbc_news has built-in headlines"
-            )
-        splits = load_labeled_splits(
-            dataset, None, None, None, None, val_fraction, test_fraction, seed, None, cache_dir
-        )
-        return {s: [split_headline(t) for t in column(splits[s], "text")] for s in SPLITS}
-    cache = os.path.join(cache_dir or default_cache_dir(), "datasets")
-    raw = load_source(dataset, name, data_files, cache_dir=cache)
-    return _column_pairs(raw, source_column, target_column, val_fraction, test_fraction, seed)
-
-
-def _column_pairs(
-    raw: dict[str, Dataset], source: str, target: str, val: float, test: float, seed: int
-) -> dict[str, list[Pair]]:
-    splits = {SPLIT_ALIASES[k.lower()]: v for k, v in raw.items() if k.lower() in SPLIT_ALIASES}
-    splits = splits or {"train": next(iter(raw.values()))}
-    columns = splits["train"].column_names
-    source = pick_column(columns, source, (), "source")
-    target = pick_column(columns, target, (), "target")
-    pairs = {
-        s: [
-            Pair(a.strip(), b.strip())
-            for a, b in zip(column(ds, source), column(ds, target), strict=True)
-            if a and b and a.strip() and b.strip()
-        ]
-        for s, ds in splits.items()
-    }
-    missing = {s: f for s, f in (("test", test), ("validation", val)) if s not in pairs}
-    if missing:
-        train = pairs["train"]
-        parts = grouped_stratified_split([p.source for p in train], [0] * len(train), missing, seed)
-        pairs.update({s: [train[i] for i in rows] for s, rows in parts.items()})
-    for split in SPLITS:
-        if not pairs[split]:
-            raise UserError(f"the {split} split has no rows with both texts; add data")
-    return pairs
-
-
-class Seq2SeqCollator:
-    """Pads source rows and builds the shifted decoder input and the labels (module docstring).
-
-    Rows are `{"input_ids", "target_ids", "index"}` (target ids without start or end), plus
-    `"reference"` for evaluation rows.
-    """
-
-    def __init__(self, pad_id: int, start_id: int, end_id: int) -> None:
-        self.pad_id, self.start_id, self.end_id = pad_id, start_id, end_id
-
-    def __call__(self, rows: list[dict]) -> dict:
-        input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
-        decoder_input_ids, decoder_mask = pad_batch(
-            [[self.start_id, *r["target_ids"]] for r in rows], self.pad_id
-        )
-        labels, _ = pad_batch([[*r["target_ids"], self.end_id] for r in rows], IGNORE_INDEX)
-        batch = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "decoder_input_ids": decoder_input_ids,
-            "decoder_attention_mask": decoder_mask,
-            "labels": labels,
-            "index": torch.as_tensor([r["index"] for r in rows], dtype=torch.long),
-        }
-        if "reference" in rows[0]:
-            batch["references"] = [r["reference"] for r in rows]
-        return batch
 
 
 class _Rows(torch.utils.data.Dataset):

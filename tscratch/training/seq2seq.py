@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from torchmetrics import MeanMetric
 
+from tscratch.data.masking import IGNORE_INDEX
 from tscratch.errors import UserError
 from tscratch.pretrained import Pretrained
 from tscratch.seq2seq import Seq2SeqConfig, TransformerSeq2Seq, generate
@@ -31,8 +32,6 @@ from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
 from tscratch.training.rouge import f_measures, rouge_metric
 from tscratch.training.task import EncoderTask, check_optimization
-
-IGNORE_INDEX = -100
 
 
 class Seq2SeqTask(EncoderTask):
