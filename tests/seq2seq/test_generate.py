@@ -169,6 +169,45 @@ def test_length_penalty_is_gnmt(alpha: float, expected: list[int]) -> None:
     assert length_penalty(3, 2.0) == pytest.approx((8 / 6) ** 2)
 
 
+class CountingModel(ScriptedModel):
+    """A `ScriptedModel` that counts its decoding steps."""
+
+    steps = 0
+
+    def decode(self, prefixes, *args, **kwargs):
+        self.steps += 1
+        return super().decode(prefixes, *args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("table", "steps"),
+    [
+        # step 1 ends [end] (0.5); step 2 ends [a, end] (0.27): both finished slots beat the
+        # best live hypothesis (0.3 * 0.1 / 8 spread), so nothing live can win: stop at 2
+        ({(): {EOS: 0.5, A: 0.3, B_: 0.15}, (A,): {EOS: 0.9}, (B_,): {EOS: 0.9}}, 2),
+        # step 2: finished [end] 0.5, [b, end] 0.135; live [a, a] 0.285 beats 0.135: go on;
+        # step 3 ends [a, a, end] (0.282 > 0.135), and now nothing live can win: stop at 3
+        (
+            {
+                (): {EOS: 0.5, A: 0.3, B_: 0.15},
+                (A,): {A: 0.95, EOS: 0.04},
+                (B_,): {EOS: 0.9},
+                (A, A): {EOS: 0.99},
+            },
+            3,
+        ),
+    ],
+)
+def test_beam_stops_once_no_live_hypothesis_can_beat_the_finished_ones(table, steps) -> None:
+    model = CountingModel(table, {A: 0.5})  # unlisted prefixes never end
+    out = beam_search(
+        model, ONE_SOURCE, **IDS, num_beams=2, use_cache=False, length_penalty_alpha=0.0
+    )
+    assert model.steps == steps  # not max_new_tokens (64)
+    assert out.sequences.tolist() == [[EOS]]
+    torch.testing.assert_close(out.scores, torch.tensor([math.log(0.5)]), **TOL)
+
+
 @pytest.mark.parametrize("num_beams", [1, 2])
 def test_stops_at_max_new_tokens_or_when_every_row_ended(num_beams: int) -> None:
     never_ends = ScriptedModel({}, {A: 0.7, EOS: 0.0})
