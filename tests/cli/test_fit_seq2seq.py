@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tokenizers import Tokenizer
 
 from tscratch.cli import generate, headline_baselines
 from tscratch.cli.fit import CONFIGS, with_configs
@@ -44,7 +45,9 @@ def test_a_tiny_run_writes_a_checkpoint_logs_and_a_summary(tiny_seq2seq, capsys)
     checkpoint = torch.load(last_ckpt(tiny_seq2seq), weights_only=True)
     assert (checkpoint["epoch"], checkpoint["global_step"]) == (0, 8)
     hparams = checkpoint["hyper_parameters"]
-    assert (hparams["num_decoder_layers"], hparams["bos_id"], hparams["eos_id"]) == (1, 2, 3)
+    tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])
+    specials = (tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]"))
+    assert (hparams["num_decoder_layers"], hparams["bos_id"], hparams["eos_id"]) == (1, *specials)
     assert checkpoint["max_length"] == 64 and '"[SEP]"' in checkpoint["tokenizer_json"]
     best = list(last_ckpt(tiny_seq2seq).parent.glob("best-*.ckpt"))
     assert len(best) == 1  # by val/rougeL
@@ -186,7 +189,7 @@ def test_baselines_score_a_checkpoint_on_the_same_rows(tiny_seq2seq, capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 5 and out[-1].startswith("last.ckpt (beams 1, no-repeat 1)")
     _, split, rows, *scores = out[-1].rsplit(maxsplit=5)
-    assert (split, rows) == ("validation", "223") and all(0 <= float(x) <= 1 for x in scores)
+    assert (split, rows) == ("validation", "218") and all(0 <= float(x) <= 1 for x in scores)
     task = generate.open_generator(ckpt)
     task.hparams.no_repeat_ngram_size = 1
     pairs = headline_pairs("bbc_news", None, None, 0.1, 0.1, 42)["validation"]
@@ -195,4 +198,10 @@ def test_baselines_score_a_checkpoint_on_the_same_rows(tiny_seq2seq, capsys):
     )
     assert [float(x) for x in scores] == [round(expected[k], 4) for k in ROUGE_KEYS]
     assert headline_baselines.main([*args, "--no_repeat_ngram_size", "-1"]) == 2
-    assert capsys.readouterr().err == "error: --no_repeat_ngram_size (-1) must be at least 0\n"
+    err = capsys.readouterr().err
+    assert err == "error: --no_repeat_ngram_size (-1) must be 0 (off) or positive\n"
+    assert headline_baselines.main([*args, "--seed", "7"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --ckpt_path {ckpt} was trained with data.seed 42, these rows come from "
+        "--seed 7; pass --seed 42 to score it on its own split\n"
+    )

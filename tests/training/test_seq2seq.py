@@ -134,3 +134,10 @@ def test_the_baselines_read_the_lead_and_the_first_sentence():
     assert (lead["baseline"], lead["rouge1"], lead["rouge2"]) == ("lead-2", 1.0, 1.0)
     assert sentence["baseline"] == "first sentence"
     assert sentence["rouge1"] == pytest.approx(0.8) and sentence["rouge2"] == pytest.approx(2 / 3)
+
+
+def test_generation_without_the_linked_special_ids_is_one_line():
+    task = Seq2SeqTask(vocab_size=50).eval()
+    ids = torch.tensor([[2, 5, 6]])
+    with pytest.raises(UserError, match=r"^bos_id and eos_id are not set; they come from the data"):
+        task.generate_texts(ids, torch.ones_like(ids, dtype=torch.bool))

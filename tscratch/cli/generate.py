@@ -24,7 +24,11 @@ from tscratch.training.seq2seq import Seq2SeqTask
 def open_generator(path: str) -> Seq2SeqTask:
     """The trained task of a fit_seq2seq.py checkpoint, in eval mode on the CPU; one line for a
     missing or broken file, or another script's checkpoint."""
-    checkpoint = read_checkpoint(Path(path))
+    return generator_from(read_checkpoint(Path(path)), path)
+
+
+def generator_from(checkpoint: dict, path: str) -> Seq2SeqTask:
+    """`open_generator` for a checkpoint already read from `path`."""
     hparams = checkpoint.get("hyper_parameters") or {}
     if "num_decoder_layers" not in hparams or checkpoint.get("tokenizer_json") is None:
         if "num_classes" in hparams:

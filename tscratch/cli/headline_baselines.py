@@ -19,9 +19,10 @@ import re
 import statistics
 from pathlib import Path
 
-from tscratch.cli.generate import headlines, open_generator
+from tscratch.cli.generate import generator_from, headlines
 from tscratch.data.seq2seq_pairs import Pair, headline_pairs
 from tscratch.errors import UserError, report
+from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.rouge import rouge
 
 # A sentence ends at . ! or ? (a closing quote or bracket may follow) before a space or the end;
@@ -57,14 +58,37 @@ def baseline_scores(pairs: dict[str, list[Pair]], split: str = "test") -> list[d
     return [{"mean_headline_words": words, "n": n}, *results]
 
 
+# The data options that decide which rows a split holds: flag name -> data module argument.
+SPLIT_OPTIONS = {
+    "dataset": "dataset", "source_column": "source_column", "target_column": "target_column",
+    "data_files": "data_files", "seed": "seed", "val_fraction": "val_fraction",
+    "test_fraction": "test_fraction",
+}  # fmt: skip
+
+
+def check_same_split(checkpoint: dict, path: str, args: argparse.Namespace) -> None:
+    """One line when the checkpoint was trained on another split than the flags give (its
+    training rows could then be scored)."""
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    for flag, key in SPLIT_OPTIONS.items():
+        if key in data and data[key] != getattr(args, flag):
+            raise UserError(
+                f"--ckpt_path {path} was trained with data.{key} {data[key]!r}, these rows "
+                f"come from --{flag} {getattr(args, flag)!r}; pass --{flag} {data[key]} to "
+                "score it on its own split"
+            )
+
+
 def checkpoint_scores(
-    paths: list[str], pairs: dict[str, list[Pair]], split: str, options: dict
+    args: argparse.Namespace, pairs: dict[str, list[Pair]], split: str, options: dict
 ) -> list[dict]:
-    """ROUGE of each checkpoint's generations on `split`; `options` override its decoding."""
+    """ROUGE of each --ckpt_path's generations on `split`; `options` override its decoding."""
     rows, references = pairs[split], [p.target for p in pairs[split]]
     results = []
-    for path in paths:
-        task = open_generator(path)
+    for path in args.ckpt_path:
+        checkpoint = read_checkpoint(Path(path))
+        check_same_split(checkpoint, path, args)
+        task = generator_from(checkpoint, path)
         for name, value in options.items():
             if value is not None:
                 task.hparams[name] = value
@@ -100,17 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.num_beams is not None and args.num_beams < 1:  # before the slow load
+        raise UserError(f"--num_beams ({args.num_beams}) must be at least 1")
+    if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size < 0:
+        raise UserError(
+            f"--no_repeat_ngram_size ({args.no_repeat_ngram_size}) must be 0 (off) or positive"
+        )
     pairs = headline_pairs(
         args.dataset, args.source_column, args.target_column, args.val_fraction,
         args.test_fraction, args.seed, data_files=args.data_files,
     )  # fmt: skip
-    for name in ("num_beams", "no_repeat_ngram_size"):
-        value, least = getattr(args, name), 1 if name == "num_beams" else 0
-        if value is not None and value < least:
-            raise UserError(f"--{name} ({value}) must be at least {least}")
     header, *results = baseline_scores(pairs, args.split)
     options = {"num_beams": args.num_beams, "no_repeat_ngram_size": args.no_repeat_ngram_size}
-    results += checkpoint_scores(args.ckpt_path, pairs, args.split, options)
+    results += checkpoint_scores(args, pairs, args.split, options)
     print(
         f"mean training headline: {header['mean_headline_words']:.2f} words -> lead-{header['n']}"
     )

@@ -8,6 +8,7 @@ tokenized pairs into the batches described in `tscratch.data.headlines`.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from tscratch.data.tokenizer import default_cache_dir
 from tscratch.errors import UserError
 
 SPLITS = ("train", "validation", "test")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ def headline_pairs(
 
     BBC News without columns: fit.py's classification split (same seed and fractions), each
     article cut by `split_headline`. Otherwise both columns name the source and target text.
+    Either way, validation and test keep only sources the training split does not hold: BBC
+    News files a few stories twice under edited headlines, and a body seen in training with
+    its headline would score the model on what it memorised.
     """
     if (source_column is None) != (target_column is None):
         raise UserError(
@@ -69,10 +75,34 @@ def headline_pairs(
         splits = load_labeled_splits(
             dataset, None, None, None, None, val_fraction, test_fraction, seed, None, cache_dir
         )
-        return {s: [split_headline(t) for t in column(splits[s], "text")] for s in SPLITS}
+        pairs = {s: [split_headline(t) for t in column(splits[s], "text")] for s in SPLITS}
+        return unseen_sources(pairs)
     cache = os.path.join(cache_dir or default_cache_dir(), "datasets")
     raw = load_source(dataset, name, data_files, cache_dir=cache)
-    return _column_pairs(raw, source_column, target_column, val_fraction, test_fraction, seed)
+    pairs = _column_pairs(raw, source_column, target_column, val_fraction, test_fraction, seed)
+    return unseen_sources(pairs)
+
+
+def unseen_sources(pairs: dict[str, list[Pair]]) -> dict[str, list[Pair]]:
+    """The splits with every validation/test pair whose source is also a training source
+    dropped (the number dropped is logged)."""
+    seen = {p.source for p in pairs["train"]}
+    kept = {
+        s: [p for p in rows if s == "train" or p.source not in seen] for s, rows in pairs.items()
+    }
+    dropped = {s: len(pairs[s]) - len(kept[s]) for s in ("validation", "test") if s in pairs}
+    if any(dropped.values()):
+        logger.info(
+            "dropped %d validation and %d test pairs whose source text is also in training",
+            dropped.get("validation", 0), dropped.get("test", 0),
+        )  # fmt: skip
+    for split in SPLITS:
+        if split in kept and not kept[split]:
+            raise UserError(
+                f"every {split} source is also a training source; give the {split} split "
+                "texts of its own"
+            )
+    return kept
 
 
 def _column_pairs(

@@ -45,8 +45,8 @@ class Seq2SeqTask(EncoderTask):
     def __init__(
         self,
         config: Seq2SeqConfig,
-        bos_id: int = 2,
-        eos_id: int = 3,
+        bos_id: int | None = None,
+        eos_id: int | None = None,
         lr: float = 1e-3,
         weight_decay: float = 0.01,
         betas: tuple[float, float] = (0.9, 0.98),
@@ -139,6 +139,11 @@ class Seq2SeqTask(EncoderTask):
     ) -> list[str]:
         """Decoded generations for a (B, S) source batch; call in eval mode."""
         hp = self.hparams
+        if hp.bos_id is None or hp.eos_id is None:
+            raise UserError(
+                "bos_id and eos_id are not set; they come from the data (its tokenizer's "
+                "[CLS] and [SEP]): train through fit_seq2seq.py or pass both"
+            )
         out = generate(
             self.model, input_ids, attention_mask, num_beams=num_beams, bos_id=hp.bos_id,
             eos_id=hp.eos_id, max_new_tokens=hp.max_new_tokens,
