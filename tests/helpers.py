@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -54,6 +55,9 @@ def call_main(
     log lines the script's `logging.basicConfig` prints there, and stderr. Like `script_env`:
     one intra-op thread; `sys.argv[0]` is the script's name. The environment (Lightning leaves
     `PL_GLOBAL_SEED` there), working directory, argv, root logger and thread count are restored.
+    What a subprocess would print on stderr lands in stderr here too: Python warnings (shown
+    once per place, as with the interpreter's default filters; the script's own filters still
+    apply) and Lightning's log handlers, which hold the stderr of import time.
     """
     script = (REPO / "scripts" / name).read_text()
     module = re.search(r"^from (\S+) import main$", script, re.MULTILINE).group(1)
@@ -74,12 +78,26 @@ def call_main(
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     torch.set_num_threads(1)
+    streams = {h: h.stream for h in lightning_stream_handlers()}
+    for stream_handler in streams:
+        stream_handler.setStream(err)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),
+        ):
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            warnings.showwarning = lambda message, category, filename, lineno, *_: err.write(
+                warnings.formatwarning(message, category, filename, lineno)
+            )
             code = main([str(arg) for arg in args])
     except SystemExit as stop:
         code = stop.code
     finally:
+        for stream_handler, stream in streams.items():
+            stream_handler.setStream(stream)
         root.removeHandler(handler)
         sys.argv, cwd_before, level, threads = saved
         root.setLevel(level)
@@ -87,6 +105,22 @@ def call_main(
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(cwd_before)
+    if code is None:  # as the interpreter maps SystemExit codes to exit statuses
+        code = 0
+    elif not isinstance(code, int):
+        err.write(f"{code}\n")
+        code = 1
     return subprocess.CompletedProcess(
         [name, *map(str, args)], code, out.getvalue(), err.getvalue()
     )
+
+
+def lightning_stream_handlers() -> list[logging.StreamHandler]:
+    """The stderr handlers Lightning attaches to its loggers at import."""
+    names = [n for n in logging.Logger.manager.loggerDict if n.startswith("lightning")]
+    return [
+        h
+        for n in names
+        for h in getattr(logging.getLogger(n), "handlers", [])
+        if type(h) is logging.StreamHandler
+    ]
