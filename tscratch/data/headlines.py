@@ -9,7 +9,8 @@ targets (`source_column`, `target_column`); its missing validation/test splits a
 the same seeded, duplicate-grouped dealing, from one stratum.
 
 Batches (Hugging Face's layout, True/1 = real token):
-- `input_ids`, `attention_mask` (B, S): `[CLS] body...`, cut at `max_length`;
+- `input_ids`, `attention_mask` (B, S): `[CLS] body...` (a BERT-family tokenizer also closes it
+  with `[SEP]`), cut at `max_length`;
 - `decoder_input_ids`, `decoder_attention_mask` (B, T): `[CLS] headline...`, the start token
   first (targets shifted right);
 - `labels` (B, T): `headline... [SEP]`, -100 at padding;
