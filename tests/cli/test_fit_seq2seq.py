@@ -6,16 +6,18 @@ from __future__ import annotations
 import io
 import logging
 import shutil
+import signal
 import sys
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tokenizers import Tokenizer
 
-from tscratch.cli import generate, headline_baselines
+from tscratch.cli import fit_seq2seq, generate, headline_baselines
 from tscratch.cli.fit import CONFIGS, with_configs
 from tscratch.cli.fit_seq2seq import main
 from tscratch.data.seq2seq_pairs import headline_pairs
@@ -205,3 +207,45 @@ def test_baselines_score_a_checkpoint_on_the_same_rows(tiny_seq2seq, capsys):
         f"error: --ckpt_path {ckpt} was trained with data.seed 42, these rows come from "
         "--seed 7; pass --seed 42 to score it on its own split\n"
     )
+
+
+class SignalAtStep(L.Callback):
+    """Sends this process SIGTERM once training reaches `step` (GracefulStop then saves)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args) -> None:
+        if trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_a_stopped_run_resumes_bitwise_equal_to_an_unstopped_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["fit_seq2seq.py"])
+    monkeypatch.chdir(tmp_path)
+    args = [*TINY, "--trainer.max_epochs", "2", "--test", "false"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert main([*args, "--trainer.default_root_dir", str(straight)]) == 0
+    defaults = fit_seq2seq.seq2seq_trainer_defaults
+
+    def with_signal() -> dict:
+        values = defaults()
+        return {**values, "callbacks": [*values["callbacks"], SignalAtStep(5)]}
+
+    monkeypatch.setattr(fit_seq2seq, "seq2seq_trainer_defaults", with_signal)
+    with pytest.raises(SystemExit):
+        main([*args, "--trainer.default_root_dir", str(stopped)])
+    assert torch.load(last_ckpt(stopped), weights_only=True)["global_step"] == 6
+    monkeypatch.setattr(fit_seq2seq, "seq2seq_trainer_defaults", defaults)
+    assert main([*args, "--trainer.default_root_dir", str(stopped), "--ckpt_path", "last"]) == 0
+    got, want = (torch.load(last_ckpt(r), weights_only=True) for r in (stopped, straight))
+    assert got["global_step"] == want["global_step"] == 16
+    differ = [k for k, v in want["state_dict"].items() if not torch.equal(got["state_dict"][k], v)]
+    assert not differ, f"weights differ after resume: {differ}"
+    for opt_got, opt_want in zip(got["optimizer_states"], want["optimizer_states"], strict=True):
+        for key, state in opt_want["state"].items():
+            for name, value in state.items():
+                assert torch.equal(
+                    torch.as_tensor(opt_got["state"][key][name]), torch.as_tensor(value)
+                )
