@@ -294,3 +294,18 @@ def test_chinese_misclassified_texts_are_the_original_strings(tmp_path, chinese_
     assert texts and set(texts) <= originals  # "第3条：…", not "第 3 条 ：…" decoded from ids
     logged = _misclassified_text(_events(trainer))
     assert all(text in logged for text in texts)
+
+
+def test_head_panels_name_tokens_on_the_outer_panels_only():
+    tokens = [f"t{i}" for i in range(5)]
+    fig = attention_heads_figure(torch.rand(6, 5, 5).softmax(-1), tokens, layer=0)  # 2 x 4 grid
+    named = [
+        (bool([t for t in ax.get_xticklabels() if t.get_text()]),
+         bool([t for t in ax.get_yticklabels() if t.get_text()]))
+        for ax in fig.axes[:6]
+    ]  # fmt: skip
+    # keys under the lowest panel of each column, queries left of each row's first panel
+    assert named == [
+        (False, True), (False, False), (True, False), (True, False), (True, True), (True, False)
+    ]  # fmt: skip
+    assert [t.get_text() for t in fig.axes[4].get_xticklabels()] == tokens

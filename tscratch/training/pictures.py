@@ -200,13 +200,15 @@ def attention_figures(
     return figures
 
 
-def _heatmap(ax, weights: Tensor, tokens: list[str], title: str, labels: bool) -> None:
+def _heatmap(ax, weights: Tensor, tokens: list[str], title: str, keys: bool, queries: bool) -> None:
+    """Weights (T, T) as an image; token names under the columns (`keys`) and beside the rows
+    (`queries`)."""
     ax.imshow(weights.float().cpu().numpy(), cmap="viridis", vmin=0.0, aspect="auto")
     ax.set_title(title, fontsize=8)
     ticks = range(len(tokens))
-    names, family = readable_labels(tokens) if labels else ([], None)
-    ax.set_xticks(ticks, names, rotation=90, fontsize=6, fontfamily=family)
-    ax.set_yticks(ticks, names, fontsize=6, fontfamily=family)
+    names, family = readable_labels(tokens) if keys or queries else ([], None)
+    ax.set_xticks(ticks, names if keys else [], rotation=90, fontsize=6, fontfamily=family)
+    ax.set_yticks(ticks, names if queries else [], fontsize=6, fontfamily=family)
 
 
 def attention_mean_figure(weights: Tensor, tokens: list[str], layer: int) -> Figure:
@@ -214,7 +216,7 @@ def attention_mean_figure(weights: Tensor, tokens: list[str], layer: int) -> Fig
     size = max(4.0, 0.18 * len(tokens) + 1.5)
     fig = Figure(figsize=(size, size))
     ax = fig.subplots()
-    _heatmap(ax, weights.mean(dim=0), tokens, f"layer {layer}, mean over heads", labels=True)
+    _heatmap(ax, weights.mean(dim=0), tokens, f"layer {layer}, mean over heads", True, True)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     fig.tight_layout()
@@ -222,16 +224,24 @@ def attention_mean_figure(weights: Tensor, tokens: list[str], layer: int) -> Fig
 
 
 def attention_heads_figure(weights: Tensor, tokens: list[str], layer: int) -> Figure:
-    """One panel per head of one layer. weights (H, T, T)."""
+    """One panel per head of one layer. weights (H, T, T).
+
+    Token names sit on the outer panels only (keys under the bottom row, queries left of the
+    first column): the panels share both axes, and every label costs drawing time at every
+    validation epoch.
+    """
     heads = weights.shape[0]
     cols = min(heads, 4)
     rows = -(-heads // cols)
     size = max(3.0, 0.12 * len(tokens) + 1.0)
     fig = Figure(figsize=(cols * size, rows * size))
     axes = fig.subplots(rows, cols, squeeze=False)
+    labels = len(tokens) <= 48
     for h, ax in enumerate(axes.flat):
         if h < heads:
-            _heatmap(ax, weights[h], tokens, f"layer {layer}, head {h}", labels=len(tokens) <= 48)
+            bottom, left = h >= heads - cols, h % cols == 0
+            title = f"layer {layer}, head {h}"
+            _heatmap(ax, weights[h], tokens, title, labels and bottom, labels and left)
         else:
             ax.axis("off")
     fig.tight_layout()
