@@ -258,7 +258,7 @@ class HeadlineData(TokenizedData):
         summary = (
             f"headlines from {self.hparams.dataset}: {sizes} articles; vocabulary "
             f"{self.vocab_size:,} tokens; sources cut at {self.max_length} tokens "
-            f"({cut:.0%} of training bodies cut), targets at {self.target_max_length}; "
+            f"({cut:.0%} of training bodies reach it), targets at {self.target_max_length}; "
             f"training headlines average {words:.1f} words."
         )
         logger.info(summary)
