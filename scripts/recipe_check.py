@@ -9,7 +9,11 @@ settings adapt to the data) on each, next to TF-IDF + logistic regression on the
   articles_N        articles with only N training rows (validation and test stay whole)
 
 Usage: `python scripts/recipe_check.py [--variants headlines articles_500] [--seeds 0 1 2]
-[--out DIR] [-- extra fit.py flags]`. Prints a Markdown table and appends JSON lines to
+[--out DIR] [--article_split] [-- extra fit.py flags]`. By default a cut variant is one CSV that
+fit.py splits itself; `--article_split` writes train/validation/test files that keep each
+article's side of the articles' split instead, so a pretrain.py checkpoint (which read the
+articles' training split) never saw a test headline or sentence: use it with
+`-- --model.init_from CKPT`. Prints a Markdown table and appends JSON lines to
 `DIR/results.jsonl`. Needs scikit-learn (for the TF-IDF bar). Each article run takes about as
 long as the default run (the epoch rule keeps ~450 updates); headline runs about a minute.
 """
@@ -45,13 +49,16 @@ def first_sentence(text: str) -> str:
     return _SENTENCE_END.split(body, maxsplit=1)[0].strip()
 
 
-def build(variant: str, folder: Path) -> tuple[str, int | None]:
-    """The `--data.dataset` value and `--data.train_rows` of a variant (writes a CSV if needed)."""
+def build(variant: str, folder: Path, article_split: bool = False) -> tuple[str, int | None]:
+    """The `--data.dataset` value and `--data.train_rows` of a variant (writes a CSV if needed;
+    with `article_split`, a folder of train/validation/test CSVs on the articles' split)."""
     if variant == "articles":
         return "bbc_news", None
     if variant.startswith("articles_"):
         return "bbc_news", int(variant.removeprefix("articles_"))
     cut = {"headlines": headline, "first_sentence": first_sentence}[variant]
+    if article_split:
+        return write_split_files(cut, folder / f"bbc_{variant}_article_split"), None
     corpus = load_bbc_news()
     names = corpus.features["label"].names
     path = folder / f"bbc_{variant}.csv"
@@ -62,6 +69,19 @@ def build(variant: str, folder: Path) -> tuple[str, int | None]:
         for row in corpus:
             writer.writerow([cut(row["text"]), names[row["label"]]])
     return str(path), None
+
+
+def write_split_files(cut, folder: Path) -> str:
+    """train/validation/test CSVs of `cut(article)` on fit.py's split of the articles."""
+    splits = load_labeled_splits("bbc_news", None, None, None, None, 0.1, 0.1, 42, None)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("train", "validation", "test"):
+        with (folder / f"{name}.csv").open("w", newline="", encoding="utf-8") as file:
+            writer = csv.writer(file)
+            writer.writerow(["text", "label"])
+            for text, label in zip(splits[name]["text"], splits[name]["labels"], strict=True):
+                writer.writerow([cut(text), splits.label_names[label]])
+    return str(folder)
 
 
 def fit(dataset: str, rows: int | None, seed: int, root: Path, extra: list[str]) -> dict:
@@ -92,11 +112,15 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--out", type=Path, default=Path("recipe_check"))
+    parser.add_argument(
+        "--article_split", action="store_true",
+        help="cut variants keep the articles' train/validation/test split (for init_from)",
+    )  # fmt: skip
     parser.add_argument("extra", nargs="*", help="after --: more fit.py flags")
     args = parser.parse_args()
     table = []
     for variant in args.variants:
-        dataset, rows = build(variant, args.out / "data")
+        dataset, rows = build(variant, args.out / "data", args.article_split)
         splits = load_labeled_splits(dataset, None, None, None, None, 0.1, 0.1, 42, rows)
         tfidf = tfidf_scores(splits)[1]
         runs = []
