@@ -28,6 +28,10 @@ class TokenizedData(L.LightningDataModule):
     def _prepare(self) -> Any:
         raise NotImplementedError
 
+    def prepare_data(self) -> None:
+        """Reads the data and trains or loads the tokenizer (cached on disk)."""
+        self._prepare()
+
     @property
     def tokenizer(self) -> Tokenizer:
         """The ``tokenizers.Tokenizer`` (trained on the training texts, or loaded)."""

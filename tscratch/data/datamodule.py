@@ -220,10 +220,6 @@ class TextClassificationData(TokenizedData):
             self._prepared = _Prepared(splits, tokenizer)
         return self._prepared
 
-    def prepare_data(self) -> None:
-        """Downloads/reads the data and trains or loads the tokenizer (cached on disk)."""
-        self._prepare()
-
     def setup(self, stage: str | None = None) -> None:
         """Tokenizes all splits (cached by datasets under ``cache_dir``)."""
         if self._tokenized:

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
@@ -42,17 +41,6 @@ from tscratch.errors import UserError
 logger = logging.getLogger(__name__)
 
 START, END = "[CLS]", "[SEP]"  # the decoder's start and end tokens (in every tscratch tokenizer)
-
-
-class _Rows(torch.utils.data.Dataset):
-    def __init__(self, rows: list[dict]) -> None:
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int) -> dict:
-        return self.rows[index]
 
 
 @dataclass(frozen=True)
@@ -185,10 +173,6 @@ class HeadlineData(TokenizedData):
             self.bos_id, self.eos_id  # noqa: B018 -- a tokenizer without them fails at start-up
         return self._prepared
 
-    def prepare_data(self) -> None:
-        """Reads the data and trains or loads the tokenizer (cached on disk)."""
-        self._prepare()
-
     def setup(self, stage: str | None = None) -> None:
         """Tokenizes every split (in memory: a few thousand short rows)."""
         if self._rows:
@@ -228,14 +212,12 @@ class HeadlineData(TokenizedData):
         """Length-bucketed (by source length), epoch-seeded, resumable training batches."""
         rows = self.rows("train")
         sampler = self.bucket_sampler([len(r["input_ids"]) for r in rows])
-        return self.training_loader(_Rows(rows), sampler, self.collator())
+        return self.training_loader(rows, sampler, self.collator())
 
     def _eval_loader(self, split: Literal["validation", "test"]) -> DataLoader:
         rows = self.rows(split)
         lengths = [len(r["input_ids"]) for r in rows]
-        return self.longest_first_loader(
-            _Rows(rows), lengths, self._eval_batch_size, self.collator()
-        )
+        return self.longest_first_loader(rows, lengths, self._eval_batch_size, self.collator())
 
     def val_dataloader(self) -> DataLoader:
         """Validation batches, longest sources first, the same on every call."""

@@ -240,10 +240,6 @@ class PretrainingTextData(TokenizedData):
             self.masker  # noqa: B018 -- a tokenizer without [MASK] fails here, at start-up
         return self._prepared
 
-    def prepare_data(self) -> None:
-        """Reads the documents and trains or loads the tokenizer (cached on disk)."""
-        self._prepare()
-
     def setup(self, stage: str | None = None) -> None:
         """Tokenizes and chunks the documents."""
         if self._rows:
