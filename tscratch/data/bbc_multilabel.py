@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from tscratch.data.bbc_pairs import POOL_SHARES, article_pools
+from tscratch.data.bbc_pairs import POOL_SHARES, TopicDraws, article_pools
 from tscratch.errors import UserError
 
 DELIMITER = "|"
@@ -31,24 +30,17 @@ def topic_mixes(
 ) -> list[dict[str, object]]:
     """``count`` rows ``{"text", "labels"}``: even rows join articles of two topics (both
     labels, sorted), odd rows two articles of one topic (its label); then shuffled (seeded)."""
-    rng = random.Random(seed)
-    by_topic: dict[str, list[str]] = {}
-    for text, topic in zip(texts, topics, strict=True):
-        by_topic.setdefault(topic, []).append(text)
-    shared = sorted(t for t, group in by_topic.items() if len(group) >= 2)
-    names = sorted(by_topic)
+    draws = TopicDraws(texts, topics, seed)
     rows = []
     for i in range(count):
         if i % 2 == 0:
-            first, second = rng.sample(names, 2)
-            a, b = rng.choice(by_topic[first]), rng.choice(by_topic[second])
+            a, b, first, second = draws.different()
             labels = sorted({first, second})
         else:
-            topic = rng.choice(shared)
-            a, b = rng.sample(by_topic[topic], 2)
+            a, b, topic = draws.same()
             labels = [topic]
         rows.append({"text": f"{a}\n\n{b}", "labels": labels})
-    rng.shuffle(rows)
+    draws.rng.shuffle(rows)
     return rows
 
 

@@ -52,26 +52,42 @@ def article_pools(words: int, seed: int) -> tuple[Pools, list[str]]:
     return pools, bbc.features["label"].names
 
 
+class TopicDraws:
+    """Seeded draws of two articles, of one topic or of two; the pair and multi-label example
+    sets both build their rows from these (and shuffle them with the same `rng`)."""
+
+    def __init__(self, texts: Sequence[str], topics: Sequence, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.by_topic: dict = {}
+        for text, topic in zip(texts, topics, strict=True):
+            self.by_topic.setdefault(topic, []).append(text)
+        self.shared = sorted(t for t, group in self.by_topic.items() if len(group) >= 2)
+        self.names = sorted(self.by_topic)
+
+    def same(self) -> tuple[str, str, object]:
+        """Two articles of one topic (drawn among topics with two or more), and the topic."""
+        topic = self.rng.choice(self.shared)
+        a, b = self.rng.sample(self.by_topic[topic], 2)
+        return a, b, topic
+
+    def different(self) -> tuple[str, str, object, object]:
+        """Articles of two different topics, and the two topics."""
+        first, second = self.rng.sample(self.names, 2)
+        a, b = self.rng.choice(self.by_topic[first]), self.rng.choice(self.by_topic[second])
+        return a, b, first, second
+
+
 def same_topic_pairs(
     texts: Sequence[str], topics: Sequence[int], count: int, seed: int
 ) -> list[dict[str, str]]:
     """``count`` rows ``{"text", "text_pair", "label"}``: even rows pair two articles of one topic
     ("same"), odd rows articles of two topics ("different"); then shuffled (seeded)."""
-    rng = random.Random(seed)
-    by_topic: dict[int, list[str]] = {}
-    for text, topic in zip(texts, topics, strict=True):
-        by_topic.setdefault(topic, []).append(text)
-    shared = sorted(t for t, group in by_topic.items() if len(group) >= 2)
-    names = sorted(by_topic)
+    draws = TopicDraws(texts, topics, seed)
     rows = []
     for i in range(count):
-        if i % 2 == 0:
-            a, b = rng.sample(by_topic[rng.choice(shared)], 2)
-        else:
-            first, second = rng.sample(names, 2)
-            a, b = rng.choice(by_topic[first]), rng.choice(by_topic[second])
+        a, b = (draws.same() if i % 2 == 0 else draws.different())[:2]
         rows.append({"text": a, "text_pair": b, "label": "same" if i % 2 == 0 else "different"})
-    rng.shuffle(rows)
+    draws.rng.shuffle(rows)
     return rows
 
 
