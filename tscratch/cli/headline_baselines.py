@@ -58,23 +58,22 @@ def baseline_scores(pairs: dict[str, list[Pair]], split: str = "test") -> list[d
     return [{"mean_headline_words": words, "n": n}, *results]
 
 
-# The data options that decide which rows a split holds: flag name -> data module argument.
-SPLIT_OPTIONS = {
-    "dataset": "dataset", "source_column": "source_column", "target_column": "target_column",
-    "data_files": "data_files", "seed": "seed", "val_fraction": "val_fraction",
-    "test_fraction": "test_fraction",
-}  # fmt: skip
+# The data options that decide which rows a split holds (flags named as the data module's).
+SPLIT_OPTIONS = (
+    "dataset", "source_column", "target_column", "data_files", "seed", "val_fraction",
+    "test_fraction",
+)  # fmt: skip
 
 
 def check_same_split(checkpoint: dict, path: str, args: argparse.Namespace) -> None:
     """One line when the checkpoint was trained on another split than the flags give (its
     training rows could then be scored)."""
     data = checkpoint.get("datamodule_hyper_parameters") or {}
-    for flag, key in SPLIT_OPTIONS.items():
-        if key in data and data[key] != getattr(args, flag):
+    for key in SPLIT_OPTIONS:
+        if key in data and data[key] != getattr(args, key):
             raise UserError(
                 f"--ckpt_path {path} was trained with data.{key} {data[key]!r}, these rows "
-                f"come from --{flag} {getattr(args, flag)!r}; pass --{flag} {data[key]} to "
+                f"come from --{key} {getattr(args, key)!r}; pass --{key} {data[key]} to "
                 "score it on its own split"
             )
 
