@@ -22,7 +22,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tests.helpers import REPO, TINY_YAML
 from tscratch.cli.auto import wanted_options
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.fit import CONFIGS, main, resolve_ckpt_path, with_configs
+from tscratch.cli.fit import main, resolve_ckpt_path
+from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import UserError
 from tscratch.training.classification import ClassificationTask

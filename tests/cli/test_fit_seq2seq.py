@@ -18,8 +18,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tokenizers import Tokenizer
 
 from tscratch.cli import fit_seq2seq, generate, headline_baselines
-from tscratch.cli.fit import CONFIGS, with_configs
 from tscratch.cli.fit_seq2seq import main
+from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.data.seq2seq_pairs import headline_pairs
 from tscratch.training.rouge import ROUGE_KEYS, rouge
 

@@ -12,7 +12,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.data.test_text import write_corpus
-from tscratch.cli.fit import CONFIGS, with_configs
+from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.cli.pretrain import main
 from tscratch.config import EncoderConfig
 from tscratch.model import TransformerEncoder

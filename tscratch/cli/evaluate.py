@@ -30,7 +30,7 @@ from typing import Any
 import lightning as L
 import yaml
 
-from tscratch.cli.fit import packaged_config
+from tscratch.cli.launch import packaged_config
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import read_checkpoint

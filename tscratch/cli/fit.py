@@ -28,7 +28,6 @@ short summary. What it adds to Lightning's defaults, and why:
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.auto import choose_auto_settings
 from tscratch.cli.checks import check_max_length, check_resume
+from tscratch.cli.launch import build_cli
 from tscratch.cli.pairs import settle_token_types
 from tscratch.cli.stopping import check_early_stopping, early_stop_note
 from tscratch.data.datamodule import TextClassificationData
@@ -63,8 +63,6 @@ from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
-# Shipped inside the package, so they work from a wheel too: `--config tiny` names one.
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 class LatestCheckpoint(ModelCheckpoint):
@@ -289,21 +287,14 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
 
     `callbacks` join the Trainer's own (scripts/sweep.py passes its pruning callback).
     """
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
-    # The command line reaches LightningCLI as `args` (configs resolved), not as sys.argv.
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    args, defaults = with_configs(sys.argv[1:] if args is None else args)
     try:
-        cli = TScratchCLI(
+        cli = build_cli(
+            TScratchCLI,
             ClassificationTask,
             TextClassificationData,
-            args=args,
-            run=False,
-            seed_everything_default=0,  # what `true` means, without Lightning's "No seed found"
+            args,
+            default="default",
             trainer_defaults=trainer_defaults(extra_callbacks=callbacks),
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"default_config_files": defaults},
         )
         config, trainer, model = cli.config, cli.trainer, cli.model
         # Before fit: a bad combination fails here, before the run folder or any file is written.
@@ -322,39 +313,6 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     return 0
-
-
-def with_configs(args: list[str], default: str = "default") -> tuple[list[str], list[str]]:
-    """The arguments with config names resolved, and the default config files.
-
-    `--config tiny` is the packaged tiny.yaml. Without any `--config`, the packaged
-    `<default>.yaml` (default.yaml for fit.py) is the parser's default config (flags override
-    it; `--help` shows its values); with one, no file is layered underneath: a config never
-    inherits from another behind the user's back.
-    """
-    resolved, named = [], False
-    i = 0
-    while i < len(args):
-        arg = str(args[i])
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            resolved += [arg, packaged_config(str(args[i + 1]))]
-            named, i = True, i + 2
-            continue
-        if arg.startswith("--config="):
-            resolved.append("--config=" + packaged_config(arg.removeprefix("--config=")))
-            named = True
-        else:
-            resolved.append(args[i])
-        i += 1
-    return resolved, [] if named else [str(CONFIGS / f"{default}.yaml")]
-
-
-def packaged_config(name: str) -> str:
-    """`tiny` -> the path of tscratch/configs/tiny.yaml; anything else is returned as given."""
-    candidate = CONFIGS / f"{name}.yaml"
-    if "/" not in name and not name.endswith((".yaml", ".yml", ".json")) and candidate.is_file():
-        return str(candidate)
-    return name
 
 
 def _log_final_metrics(trainer) -> None:

@@ -13,13 +13,12 @@ is the one with the highest validation ROUGE-L, which `--test` evaluates with be
 from __future__ import annotations
 
 import logging
-import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 from tscratch.cli.checks import check_max_length
-from tscratch.cli.fit import TScratchCLI, trainer_defaults, with_configs
+from tscratch.cli.fit import TScratchCLI, trainer_defaults
+from tscratch.cli.launch import build_cli
 from tscratch.data.headlines import HeadlineData
 from tscratch.errors import UserError, report
 from tscratch.nn.positions import position_length_limit
@@ -68,20 +67,14 @@ def check_lengths(model: Seq2SeqTask, datamodule: HeadlineData) -> None:
 def main(args: list[str] | None = None) -> int:
     """Train, test the best checkpoint with beam search and print a summary. Returns the exit
     code."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    args, defaults = with_configs(sys.argv[1:] if args is None else args, default="seq2seq")
     try:
-        cli = Seq2SeqCLI(
+        cli = build_cli(
+            Seq2SeqCLI,
             Seq2SeqTask,
             HeadlineData,
-            args=args,
-            run=False,
-            seed_everything_default=0,
+            args,
+            default="seq2seq",
             trainer_defaults=seq2seq_trainer_defaults(),
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"default_config_files": defaults},
         )
         config, trainer, model = cli.config, cli.trainer, cli.model
         check_lengths(model, cli.datamodule)

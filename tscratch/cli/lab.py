@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from tscratch.cli.launch import console
 from tscratch.errors import UserError, report
 from tscratch.lab import EXPERIMENTS
 from tscratch.lab.report import markdown_table, write_result
@@ -52,7 +53,7 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 
 def main(args: list[str] | None = None) -> int:
     """Run the experiment, write and print its results. Returns the exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    console()
     try:
         options = parse_args(sys.argv[1:] if args is None else list(args))
         experiment = importlib.import_module(EXPERIMENTS[options.name])

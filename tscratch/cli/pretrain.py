@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
 from tscratch.cli.checks import check_max_length
-from tscratch.cli.fit import TScratchCLI, trainer_defaults, with_configs
+from tscratch.cli.fit import TScratchCLI, trainer_defaults
+from tscratch.cli.launch import build_cli
 from tscratch.data.text import PretrainingTextData
 from tscratch.errors import UserError, report
 from tscratch.training.masked_lm import MaskedLMTask, MaskedPredictions
@@ -50,20 +49,14 @@ def pretrain_trainer_defaults() -> dict[str, Any]:
 
 def main(args: list[str] | None = None) -> int:
     """Pretrain and print a summary. Returns the exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    args, defaults = with_configs(sys.argv[1:] if args is None else args, default="pretrain")
     try:
-        cli = PretrainCLI(
+        cli = build_cli(
+            PretrainCLI,
             MaskedLMTask,
             PretrainingTextData,
-            args=args,
-            run=False,
-            seed_everything_default=0,
+            args,
+            default="pretrain",
             trainer_defaults=pretrain_trainer_defaults(),
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"default_config_files": defaults},
         )
         trainer, model = cli.trainer, cli.model
         check_max_length(model.config, cli.datamodule.max_length)  # before anything is written

@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from tscratch.cli import fit
+from tscratch.cli import fit, launch
 from tscratch.cli.sweep_report import write_summary
 from tscratch.cli.sweep_space import fit_options, load_space
 from tscratch.cli.sweep_trial import (
@@ -115,7 +115,7 @@ def parse_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(args: list[str] | None = None) -> int:
     """Run or continue the study, write its summary. Returns the exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    launch.console()
     try:
         options, fixed = parse_args(sys.argv[1:] if args is None else list(args))
         optuna = import_optuna()
@@ -319,9 +319,9 @@ def config_args(config: str | None) -> list[str]:
     """`--config FILE` for fit.py, refusing a file that does not exist (None: fit's default)."""
     if config is None:
         return []
-    path = fit.packaged_config(config)
+    path = launch.packaged_config(config)
     if not Path(path).is_file():
-        names = ", ".join(sorted(p.stem for p in fit.CONFIGS.glob("*.yaml")))
+        names = ", ".join(sorted(p.stem for p in launch.CONFIGS.glob("*.yaml")))
         raise MissingFile(
             f"--config {config}: no such file; pass a YAML file or a packaged config ({names})"
         )
