@@ -124,3 +124,33 @@ def lightning_stream_handlers() -> list[logging.StreamHandler]:
         for h in getattr(logging.getLogger(n), "handlers", [])
         if type(h) is logging.StreamHandler
     ]
+
+
+def fit_in_process(args: list, cache: Path) -> tuple[int, str]:
+    """fit.py's `main(args)` in this process, on one thread, with `TSCRATCH_CACHE` at `cache`:
+    the exit code and the lines it logged ("tscratch" logger). For module fixtures that train
+    once and read the run's files; `call_main` serves checks of what a user sees."""
+    from tscratch.cli.fit import main as fit
+
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger, threads = logging.getLogger("tscratch"), torch.get_num_threads()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    torch.set_num_threads(1)
+    saved_argv, saved_cache = sys.argv, os.environ.get("TSCRATCH_CACHE")
+    sys.argv, os.environ["TSCRATCH_CACHE"] = ["fit.py"], str(cache)
+    try:
+        code = fit([str(a) for a in args])
+    finally:
+        sys.argv = saved_argv
+        if saved_cache is None:
+            os.environ.pop("TSCRATCH_CACHE", None)
+        else:
+            os.environ["TSCRATCH_CACHE"] = saved_cache
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        torch.set_num_threads(threads)
+    return code, "\n".join(records)

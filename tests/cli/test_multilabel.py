@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import TINY_YAML
+from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.evaluate import main as evaluate_main
-from tscratch.cli.fit import main as fit
 from tscratch.cli.predict import main as predict
 from tscratch.data.bbc_multilabel import write_topic_mixes
 from tscratch.data.datamodule import TextClassificationData
@@ -52,27 +49,6 @@ def mixes(tmp_path_factory) -> Path:
     return out
 
 
-def _fit(args: list, cache: Path) -> tuple[int, str]:
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger, threads = logging.getLogger("tscratch"), torch.get_num_threads()
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    torch.set_num_threads(1)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(sys, "argv", ["fit.py"])
-            patch.setenv("TSCRATCH_CACHE", str(cache))
-            code = fit([str(a) for a in args])
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        torch.set_num_threads(threads)
-    return code, "\n".join(records)
-
-
 def _base(data: Path, root: Path) -> list:
     return [
         "--config", TINY_YAML, "--data.dataset", data, "--data.vocab_size", "300",
@@ -86,7 +62,7 @@ def _base(data: Path, root: Path) -> list:
 def run(mixes, shared_cache, tmp_path_factory) -> Run:
     """`fit.py --config tiny --data.dataset DIR` on the topic mixes (JSON lines), 3 steps."""
     root = tmp_path_factory.mktemp("multilabel_run")
-    code, log = _fit(_base(mixes, root), shared_cache)
+    code, log = fit_in_process(_base(mixes, root), shared_cache)
     assert code == 0
     best = next((root / "lightning_logs" / "version_0" / "checkpoints").glob("best-*.ckpt"))
     return Run(mixes, root, best, log)
@@ -199,7 +175,7 @@ def test_resuming_carries_the_thresholds(run, shared_cache, tmp_path):
     root = tmp_path / "resumed"
     args = [*_base(run.data, root), "--ckpt_path", run.best, "--trainer.max_epochs", "2"]
     args += ["--trainer.limit_val_batches", "0", "--test", "false", "--checkpoint.monitor", "null"]
-    code, _ = _fit(args, shared_cache)
+    code, _ = fit_in_process(args, shared_cache)
     assert code == 0
     last = read_checkpoint(root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt")
     assert last["epoch"] == 1
@@ -213,7 +189,7 @@ def test_a_csv_with_a_delimiter_trains_too(mixes, shared_cache, tmp_path):
     write_topic_mixes(csv_dir, train_rows=32, eval_rows=8, words=12, seed=1, fmt="csv")
     args = [*_base(csv_dir, tmp_path), "--data.label_delimiter", "|", "--test", "false"]
     args += ["--trainer.limit_train_batches", "1"]
-    code, log = _fit(args, shared_cache)
+    code, log = fit_in_process(args, shared_cache)
     assert code == 0
     assert "5 labels (multi-label)" in log
 
@@ -249,7 +225,7 @@ def test_scripts_test_refuses_a_multi_label_checkpoint_in_one_line(run, capsys):
 )
 def test_bad_combinations_exit_2_in_one_line(mixes, shared_cache, tmp_path, capsys, extra,
                                              message):  # fmt: skip
-    code, _ = _fit([*_base(mixes, tmp_path), *extra], shared_cache)
+    code, _ = fit_in_process([*_base(mixes, tmp_path), *extra], shared_cache)
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and re.match(message, err), err

@@ -21,7 +21,7 @@ import torch
 import yaml
 from jsonargparse import Namespace
 
-from tests.helpers import TINY_YAML
+from tests.helpers import TINY_YAML, fit_in_process
 from tests.test_export import checkpoint  # noqa: F401 - a fixture
 from tests.test_export_pairs import pair_checkpoint  # noqa: F401 - a fixture
 from tscratch.cli.classifiers import open_classifier
@@ -59,32 +59,16 @@ def pairs_data(tmp_path_factory) -> Path:
 def pair_run(pairs_data, shared_cache, tmp_path_factory) -> PairRun:
     """`fit.py --config tiny --data.dataset DIR --data.text_pair_column text_pair`, 3 steps."""
     root = tmp_path_factory.mktemp("pair_run")
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger, threads = logging.getLogger("tscratch"), torch.get_num_threads()
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    torch.set_num_threads(1)
     args = [
         "--config", TINY_YAML, "--data.dataset", pairs_data, "--data.text_pair_column",
         "text_pair", "--data.vocab_size", "300", "--data.batch_size", "16",
         "--trainer.default_root_dir", root, "--trainer.limit_train_batches", "3",
         "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
     ]  # fmt: skip
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(sys, "argv", ["fit.py"])
-            patch.setenv("TSCRATCH_CACHE", str(shared_cache))
-            code = fit([str(a) for a in args])
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        torch.set_num_threads(threads)
+    code, log = fit_in_process(args, shared_cache)
     assert code == 0
     best = next((root / "lightning_logs" / "version_0" / "checkpoints").glob("best-*.ckpt"))
-    return PairRun(pairs_data, root, best, "\n".join(records))
+    return PairRun(pairs_data, root, best, log)
 
 
 def _rows(file: Path) -> list[dict[str, str]]:
@@ -222,16 +206,12 @@ def _one_sided_pairs(folder: Path, keyed: str, seed: int = 0) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("keyed", ["text_pair", "text"])
-def test_a_label_carried_by_one_side_alone_is_learned(
-    keyed, shared_cache, tmp_path, monkeypatch, caplog, single_thread
-):
+def test_a_label_carried_by_one_side_alone_is_learned(keyed, shared_cache, tmp_path, single_thread):
     """fit.py on the tiny config, 6 epochs (~5 s): the test accuracy it reports, and the one
     predict gets from the best checkpoint, are far above chance. Logged to CSV: TensorBoard's
     pictures (drawn by `pair_run` for pairs too) would cost ~3 s per validation epoch here."""
     data = _one_sided_pairs(tmp_path / "data", keyed)
     root = tmp_path / "root"
-    monkeypatch.setattr(sys, "argv", ["fit.py"])
-    monkeypatch.setenv("TSCRATCH_CACHE", str(shared_cache))
     args = [
         "--config", TINY_YAML, "--data.dataset", data, "--data.text_pair_column", "text_pair",
         "--data.vocab_size", "200", "--data.max_length", "32", "--data.batch_size", "16",
@@ -241,10 +221,10 @@ def test_a_label_carried_by_one_side_alone_is_learned(
         "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
         "--trainer.logger.save_dir", root,
     ]  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="tscratch"):
-        assert fit([str(a) for a in args]) == 0
+    code, log = fit_in_process(args, shared_cache)
+    assert code == 0, log
 
-    tested = float(re.search(r"test accuracy (\d\.\d+)", caplog.text)[1])
+    tested = float(re.search(r"test accuracy (\d\.\d+)", log)[1])
     best = next((root / "lightning_logs" / "version_0" / "checkpoints").glob("best-*.ckpt"))
     classifier, rows = open_classifier(best), _rows(data / "test.csv")
     texts, pairs = [r["text"] for r in rows], [r["text_pair"] for r in rows]
@@ -252,34 +232,32 @@ def test_a_label_carried_by_one_side_alone_is_learned(
     predicted = classifier.predict(texts, pairs)
     hits = sum(p["label"] == r["label"] for p, r in zip(predicted, rows, strict=True))
 
-    assert tested >= LEARNED, caplog.text
+    assert tested >= LEARNED, log
     # predict agrees with fit's test pass (up to 2 of 64 rows: fit may test in bf16).
     assert hits / len(rows) == pytest.approx(tested, abs=2 / len(rows))
 
 
-def test_max_length_auto_measures_both_texts_of_a_pair(shared_cache, tmp_path, monkeypatch, caplog):
+def test_max_length_auto_measures_both_texts_of_a_pair(shared_cache, tmp_path):
     """Short first texts (10 words), long second ones (42): sized from the first texts alone,
     max_length would be 32 and cut every pair."""
     data = _one_sided_pairs(tmp_path / "data", keyed="text")
     root = tmp_path / "root"
-    monkeypatch.setattr(sys, "argv", ["fit.py"])
-    monkeypatch.setenv("TSCRATCH_CACHE", str(shared_cache))
     args = [
         "--config", TINY_YAML, "--data.dataset", data, "--data.text_pair_column", "text_pair",
         "--data.vocab_size", "200", "--data.max_length", "auto", "--model.max_len", "256",
         "--trainer.default_root_dir", root, "--trainer.limit_train_batches", "1",
         "--trainer.limit_val_batches", "1", "--test", "false",
     ]  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="tscratch"):
-        assert fit([str(a) for a in args]) == 0
+    code, log = fit_in_process(args, shared_cache)
+    assert code == 0, log
 
     saved = yaml.safe_load((root / "lightning_logs/version_0/config.yaml").read_text())
     chosen = saved["data"]["max_length"]
     rows = _rows(data / "train.csv")
     longest = max(estimate_tokens(r["text"]) + estimate_tokens(r["text_pair"]) + 1 for r in rows)
     assert chosen >= longest  # every row has the same word counts: p95 is the longest
-    assert "auto settings measure each row as [CLS] text [SEP] text_pair [SEP]" in caplog.text
-    assert re.search(rf"max_length {chosen} \(0% of training rows truncated\)", caplog.text)
+    assert "auto settings measure each row as [CLS] text [SEP] text_pair [SEP]" in log
+    assert re.search(rf"max_length {chosen} \(0% of training rows truncated\)", log)
 
 
 # --- fit.py: token types and errors -------------------------------------------------------------
