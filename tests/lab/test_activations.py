@@ -6,7 +6,6 @@ import math
 
 import matplotlib.image
 import pytest
-import torch
 
 from tscratch.lab import activations as act
 from tscratch.lab.report import VERDICTS, write_result
@@ -14,15 +13,8 @@ from tscratch.training.classification import ClassificationTask
 
 
 @pytest.fixture(scope="module")
-def toy_result(shared_cache):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as patch:  # tokenizer and splits in the session's cache
-        patch.setenv("TSCRATCH_CACHE", str(shared_cache))
-        try:
-            yield act.run(toy=True)
-        finally:
-            torch.set_num_threads(threads)
+def toy_result(run_toy):
+    return run_toy(act)
 
 
 @pytest.mark.parametrize("settings", [act.FULL, act.TOY], ids=["full", "toy"])

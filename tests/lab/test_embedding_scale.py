@@ -23,10 +23,8 @@ COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def result(shared_cache):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TSCRATCH_CACHE", str(shared_cache))
-        return embedding_scale.run(toy=True)
+def result(run_toy):
+    return run_toy(embedding_scale)
 
 
 def test_toy_table(result):

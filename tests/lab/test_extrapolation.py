@@ -14,13 +14,8 @@ from tscratch.lab.report import VERDICTS, write_result
 
 
 @pytest.fixture(scope="module")
-def toy_result():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield ex.run(toy=True)
-    finally:
-        torch.set_num_threads(threads)
+def toy_result(run_toy):
+    return run_toy(ex)
 
 
 def test_order_batch_holds_one_of_each_marker_and_labels_their_order():

@@ -19,10 +19,8 @@ COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def result(shared_cache):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TSCRATCH_CACHE", str(shared_cache))
-        return norm_depth.run(toy=True)
+def result(run_toy):
+    return run_toy(norm_depth)
 
 
 def test_toy_table_covers_every_combination(result):
