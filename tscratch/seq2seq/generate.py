@@ -29,11 +29,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
+from tscratch.seq2seq.hypotheses import Hypotheses
 from tscratch.seq2seq.model import DecoderCache, TransformerSeq2Seq
 
 
@@ -199,8 +199,8 @@ def beam_search(
     steps = _Steps(model, memory, mask, use_cache, no_repeat_ngram_size)
     first_row = torch.arange(B, device=device)[:, None] * K  # a source's K beams are adjacent
     rank = torch.arange(2 * K, device=device).expand(B, -1)  # (B, 2K)
-    live = _Hypotheses.start(B, K, device)
-    finished = _Hypotheses.empty(B, K, L, pad_id, device)
+    live = Hypotheses.start(B, K, device)
+    finished = Hypotheses.empty(B, K, L, pad_id, device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
     for t in range(L):
         bos = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
@@ -229,67 +229,6 @@ def beam_search(
     return GenerationOutput(
         best.tokens[:, 0, :length], best.scores[:, 0], best.logprobs[:, 0, :length]
     )
-
-
-class _Hypotheses(NamedTuple):
-    """N hypotheses per source: tokens and log-probs (B, N, t), scores and lengths (B, N)."""
-
-    tokens: Tensor
-    logprobs: Tensor
-    scores: Tensor
-    lengths: Tensor
-
-    @classmethod
-    def start(cls, B: int, K: int, device: torch.device) -> _Hypotheses:
-        """K empty hypotheses; all but one score -inf, so the first step expands only one."""
-        scores = torch.full((B, K), -torch.inf, device=device)
-        scores[:, 0] = 0.0
-        empty = torch.zeros(B, K, 0, device=device)
-        lengths = torch.zeros(B, K, dtype=torch.long, device=device)
-        return cls(empty.long(), empty, scores, lengths)
-
-    @classmethod
-    def empty(cls, B: int, K: int, L: int, pad_id: int, device: torch.device) -> _Hypotheses:
-        """K finished slots of L tokens scoring -inf."""
-        tokens = torch.full((B, K, L), pad_id, dtype=torch.long, device=device)
-        scores = torch.full((B, K), -torch.inf, device=device)
-        lengths = torch.zeros(B, K, dtype=torch.long, device=device)
-        return cls(tokens, torch.zeros(B, K, L, device=device), scores, lengths)
-
-    def take(self, index: Tensor) -> _Hypotheses:
-        """Hypotheses `index` (B, N') of each source."""
-        rows = index[..., None].expand(-1, -1, self.tokens.shape[-1])
-        return _Hypotheses(
-            self.tokens.gather(1, rows),
-            self.logprobs.gather(1, rows),
-            self.scores.gather(1, index),
-            self.lengths.gather(1, index),
-        )
-
-    def extend(self, beam: Tensor, token: Tensor, logprob: Tensor, sums: Tensor) -> _Hypotheses:
-        """Hypotheses `beam` (B, N') each followed by `token` of `logprob`, scoring `sums`."""
-        parents = self.take(beam)
-        return _Hypotheses(
-            torch.cat([parents.tokens, token[..., None]], dim=-1),
-            torch.cat([parents.logprobs, logprob[..., None]], dim=-1),
-            sums,
-            parents.lengths + 1,
-        )
-
-    def with_scores(self, scores: Tensor) -> _Hypotheses:
-        return self._replace(scores=scores)
-
-    def padded(self, L: int, pad_id: int) -> _Hypotheses:
-        """Tokens padded with `pad_id` (log-probabilities with 0) to length L."""
-        extra = (0, L - self.tokens.shape[-1])
-        return self._replace(
-            tokens=F.pad(self.tokens, extra, value=pad_id), logprobs=F.pad(self.logprobs, extra)
-        )
-
-    def merged(self, other: _Hypotheses, K: int) -> _Hypotheses:
-        """The K best of both sets (same length L), best first."""
-        pool = _Hypotheses(*(torch.cat(pair, dim=1) for pair in zip(self, other, strict=True)))
-        return pool.take(pool.scores.topk(K, dim=1).indices)
 
 
 def generate(
