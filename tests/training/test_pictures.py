@@ -19,12 +19,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tscratch.config import EncoderConfig
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.model import TransformerClassifier
-from tscratch.training import fonts
+from tscratch.training import fonts, pictures
 from tscratch.training.pictures import (
     ValidationPictures,
     attention_heads_figure,
     attention_mean_figure,
     confusion_figure,
+    doubling,
 )
 
 CHINESE_TOKENS = ["[CLS]", "中", "##文", "新闻", "体育", "财经", "abc"]
@@ -132,6 +133,8 @@ def _stand_ins(
         loggers=[TensorBoardLogger(str(tmp_path), name="", version=0)],
         sanity_checking=False,
         is_global_zero=True,
+        interrupted=False,
+        current_epoch=0,
         global_step=7,
         datamodule=datamodule,
         lightning_module=module,  # the callback asks it whether the labels are multi-label
@@ -230,6 +233,62 @@ def test_the_heatmap_of_a_text_pair_is_drawn_with_its_token_types(tmp_path):
     calls.clear()
     _run_epoch(plain, trainer, module, [_batch()])
     assert plain.heatmap_types is None and calls == [None]
+
+
+def _image_steps(events: EventAccumulator, tag: str) -> list[int]:
+    return [image.step for image in events.Images(tag)]
+
+
+@pytest.mark.parametrize(
+    ("epochs", "drawn"),
+    [
+        (10, [10, 20, 40, 80, 100]),  # after epochs 1, 2, 4, 8, and the end
+        (8, [10, 20, 40, 80]),  # the 8th epoch drew the end's maps already
+        (1, [10]),
+    ],
+)
+def test_attention_maps_are_drawn_after_epochs_1_2_4_8_and_at_the_end(tmp_path, epochs, drawn):
+    trainer, module = _stand_ins(tmp_path)
+    callback = ValidationPictures()
+    for epoch in range(epochs):
+        trainer.current_epoch, trainer.global_step = epoch, 10 * (epoch + 1)
+        _run_epoch(callback, trainer, module, [_batch()])
+    callback.on_train_end(trainer, module)
+
+    events = _events(trainer)
+    assert _image_steps(events, "confusion") == [10 * (e + 1) for e in range(epochs)]
+    for tag in ("attention/layer_0/mean", "attention/layer_1/heads"):
+        assert _image_steps(events, tag) == drawn
+    assert [n for n in range(70) if doubling(n)] == [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_every_epoch_draws_attention_when_asked(tmp_path):
+    trainer, module = _stand_ins(tmp_path)
+    callback = ValidationPictures(attention_every_epoch=True)
+    for epoch in range(3):
+        trainer.current_epoch, trainer.global_step = epoch, 10 * (epoch + 1)
+        _run_epoch(callback, trainer, module, [_batch()])
+    assert _image_steps(_events(trainer), "attention/layer_0/mean") == [10, 20, 30]
+
+
+def test_the_end_of_training_draws_in_eval_mode_and_not_after_ctrl_c(tmp_path, monkeypatch):
+    trainer, module = _stand_ins(tmp_path)
+    modes = []
+    monkeypatch.setattr(
+        pictures, "attention_figures", lambda model, *_: modes.append(model.training) or []
+    )
+    callback = ValidationPictures()
+    trainer.current_epoch, trainer.global_step = 2, 30  # the 3rd epoch: not drawn
+    _run_epoch(callback, trainer, module, [_batch()])
+    assert modes == []
+    module.model.train()  # as Lightning leaves it after the last training step
+    trainer.interrupted = True
+    callback.on_train_end(trainer, module)
+    assert modes == []
+
+    trainer.interrupted = False
+    callback.on_train_end(trainer, module)
+    assert modes == [False] and module.model.training  # drawn in eval mode, mode restored
 
 
 def test_nothing_is_collected_or_drawn_during_the_sanity_check(tmp_path):

@@ -3,7 +3,9 @@
 - `confusion`: the validation confusion matrix;
 - `attention/layer_<i>/mean` and `attention/layer_<i>/heads`: attention weights of every layer
   for the first 40 tokens of one fixed validation example, head-averaged and per head, tokens
-  on the axes;
+  on the axes; drawn after epochs 1, 2, 4, 8, 16, ... and when training ends (the maps change
+  most early on, and drawing them is most of the callback's cost: ~1.5 s per validation for
+  the default model, which a 40-epoch run on short texts would pay 40 times);
 - `misclassified`: a few validation texts the model got wrong, as the dataset wrote them, with
   true and predicted labels.
 
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 
 
 class ValidationPictures(L.Callback):
-    """Logs the pictures listed above to TensorBoard after each validation epoch.
+    """Logs the pictures listed above to TensorBoard after each validation epoch (attention maps
+    on the doubling schedule above, or every epoch with ``attention_every_epoch``).
 
     Nothing is drawn during the sanity check. With no TensorBoardLogger among the Trainer's
     loggers the callback says so once and does nothing. Expects ``validation_step`` to return
@@ -46,14 +49,21 @@ class ValidationPictures(L.Callback):
         max_misclassified: misclassified texts shown per epoch.
         max_chars: characters shown of each misclassified text.
         heatmap_tokens: tokens of the heatmap example drawn (its first ones).
+        attention_every_epoch: draw the attention maps after every validation epoch.
     """
 
     def __init__(
-        self, max_misclassified: int = 5, max_chars: int = 500, heatmap_tokens: int = 40
+        self,
+        max_misclassified: int = 5,
+        max_chars: int = 500,
+        heatmap_tokens: int = 40,
+        attention_every_epoch: bool = False,
     ) -> None:
         self.max_misclassified = max_misclassified
         self.max_chars = max_chars
         self.heatmap_tokens = heatmap_tokens
+        self.attention_every_epoch = attention_every_epoch
+        self._attention_step: int | None = None  # the global step the maps were last drawn at
         self.confusion: MulticlassConfusionMatrix | None = None
         self.misclassified: list[tuple[str, str, str]] = []  # (text, true, predicted)
         self.heatmap_example: Tensor | None = None  # (T,) real token ids
@@ -122,19 +132,39 @@ class ValidationPictures(L.Callback):
             return
         writer, step = self._logger.experiment, trainer.global_step
         writer.add_figure("confusion", confusion_figure(confusion, pl_module.label_names), step)
-        if self.heatmap_example is not None:
-            ids = self.heatmap_example[: self.heatmap_tokens]
-            types = self.heatmap_types
-            types = None if types is None else types[: self.heatmap_tokens]
-            tokens = self._tokens(trainer, ids)
-            for tag, fig in attention_figures(pl_module.model, ids, tokens, types):
-                writer.add_figure(tag, fig, step)
+        if self.attention_every_epoch or doubling(trainer.current_epoch + 1):
+            self._draw_attention(trainer, pl_module)
         if self.misclassified:
             rows = [
                 f"**true:** {true} **predicted:** {pred}\n\n{text}"
                 for text, true, pred in self.misclassified
             ]
             writer.add_text("misclassified", "\n\n---\n\n".join(rows), step)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The trained model's maps, unless the last validation drew them (or Ctrl-C ended
+        the run: what it saved is a point to resume from, not an end)."""
+        if not (self._active(trainer) and trainer.is_global_zero) or trainer.interrupted:
+            return
+        if self._attention_step != trainer.global_step:
+            training = pl_module.model.training
+            pl_module.model.eval()
+            try:
+                self._draw_attention(trainer, pl_module)
+            finally:
+                pl_module.model.train(training)
+
+    def _draw_attention(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.heatmap_example is None:
+            return
+        ids = self.heatmap_example[: self.heatmap_tokens]
+        types = self.heatmap_types
+        types = None if types is None else types[: self.heatmap_tokens]
+        tokens = self._tokens(trainer, ids)
+        writer, step = self._logger.experiment, trainer.global_step
+        for tag, fig in attention_figures(pl_module.model, ids, tokens, types):
+            writer.add_figure(tag, fig, step)
+        self._attention_step = step
 
     @staticmethod
     def _text(datamodule: Any, batch: dict[str, Tensor], row: int) -> str:
@@ -151,6 +181,11 @@ class ValidationPictures(L.Callback):
         if tokenizer is None:
             return [str(i) for i in ids.tolist()]
         return [tokenizer.id_to_token(i) or str(i) for i in ids.tolist()]
+
+
+def doubling(n: int) -> bool:
+    """Whether n (>= 1) is 1, 2, 4, 8, ...: the epochs the attention maps are drawn after."""
+    return n > 0 and n & (n - 1) == 0
 
 
 # --- Figures -------------------------------------------------------------------------------
