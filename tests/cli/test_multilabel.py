@@ -153,7 +153,8 @@ def test_export_and_load_carry_the_thresholds(run, tmp_path, single_thread):
 @pytest.mark.slow
 def test_the_server_answers_with_labels_above_their_thresholds(run, tmp_path, single_thread):
     pytest.importorskip("litserve")
-    from tscratch.cli.serve import ClassifierAPI, Limits
+    from tscratch.cli.serve import ClassifierAPI
+    from tscratch.cli.serve_requests import Limits
 
     texts = _texts(run, "test")[:3]
     api = ClassifierAPI(str(export(run.best, tmp_path / "served")), Limits(8, 5000), 1, 0.0)

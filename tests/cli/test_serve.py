@@ -27,7 +27,8 @@ import pytest
 from tests.helpers import REPO, script_env
 from tests.test_export import LABELS, TEXTS, checkpoint  # noqa: F401 - `checkpoint` is a fixture
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.serve import BadRequest, Limits, RefuseBadRequests, main, texts_of
+from tscratch.cli.serve import main
+from tscratch.cli.serve_requests import BadRequest, Limits, RefuseBadRequests, texts_of
 from tscratch.export import export
 
 STARTUP_S = 180

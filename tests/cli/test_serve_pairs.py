@@ -15,7 +15,14 @@ from tests.test_export_pairs import (
     pair_checkpoint,  # noqa: F401 - a fixture
 )
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.serve import PAIR_USAGE, USAGE, BadRequest, Limits, pairs_of, read_request
+from tscratch.cli.serve_requests import (
+    PAIR_USAGE,
+    USAGE,
+    BadRequest,
+    Limits,
+    pairs_of,
+    read_request,
+)
 from tscratch.export import export
 
 

@@ -14,25 +14,25 @@ Batching: LitServe gathers up to `--max_batch_size` *requests* that arrive withi
 chunks of at most `--max_batch_size` texts. So a request of many texts is one item of LitServe's
 batch, answered whole, and no forward pass ever holds more than `--max_batch_size` texts.
 
-A small ASGI middleware answers bad requests in the HTTP process, with `{"detail": "<one line>"}`:
-400 for invalid JSON, a missing, empty or non-string text or an unknown field (pairs sent to a
-single-text model and single texts sent to a pair model included); 413 for a text over
-`--max_text_chars` or more than `--max_texts` texts (or pairs). Not `HTTPException` in
-`decode_request`: in LitServe's batched loop that fails every request of the batch, good ones
-too. The body is read as JSON whatever its Content-Type says (`curl -d` sends form-urlencoded).
+A small ASGI middleware (`tscratch.cli.serve_requests`) answers bad requests in the HTTP
+process, with `{"detail": "<one line>"}`: 400 for invalid JSON, a missing, empty or non-string
+text or an unknown field (pairs sent to a single-text model and single texts sent to a pair
+model included); 413 for a text over `--max_text_chars` or more than `--max_texts` texts (or
+pairs). Not `HTTPException` in `decode_request`: in LitServe's batched loop that fails every
+request of the batch, good ones too. The body is read as JSON whatever its Content-Type says
+(`curl -d` sends form-urlencoded).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import socket
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.serve_requests import API_PATH, Limits, RefuseBadRequests, read_request
 from tscratch.errors import UserError, report
 
 try:  # the serve extra; `require_serve_extra` turns its absence into one line
@@ -40,14 +40,8 @@ try:  # the serve extra; `require_serve_extra` turns its absence into one line
 except ImportError:  # pragma: no cover - the class is then never instantiated
     _LitAPI = object  # type: ignore[assignment,misc]
 
-API_PATH = "/predict"
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # the hosts LitServe binds to
 REQUEST_TIMEOUT = 30.0  # seconds a request may wait for the model before a 504
-USAGE = 'send {"text": "..."} or {"texts": ["...", ...]}'
-PAIR_USAGE = 'send {"text": "...", "text_pair": "..."} or {"texts": [...], "text_pairs": [...]}'
-PAIR_FIELDS = ({"text", "text_pair"}, {"texts", "text_pairs"})
-_JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
-_JSON_TYPES |= {dict: "an object", list: "an array"}
 
 
 def require_serve_extra() -> None:
@@ -56,189 +50,6 @@ def require_serve_extra() -> None:
         import litserve  # noqa: F401
     except ImportError:
         raise UserError('serving needs the serve extra: pip install "tscratch[serve]"') from None
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one request may hold."""
-
-    max_texts: int
-    max_text_chars: int
-
-    @property
-    def max_body_bytes(self) -> int:
-        """The largest body a valid request can need (4 UTF-8 bytes a character, JSON
-        escaping aside, plus room for the keys): a larger one is refused unread."""
-        return self.max_texts * (4 * self.max_text_chars + 16) + 65536
-
-
-class BadRequest(ValueError):
-    """A request the server refuses: an HTTP status and a one-line reason for the client."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-def parse_body(body: bytes, usage: str = USAGE) -> Any:
-    """The request body as JSON, or `BadRequest` (400)."""
-    try:
-        return json.loads(body)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
-        raise BadRequest(400, f"the body is not valid JSON; {usage}") from None
-
-
-def texts_of(payload: Any, limits: Limits) -> tuple[list[str], bool]:
-    """The texts of a parsed request and whether it was the single-text form.
-
-    Raises:
-        BadRequest: 400 for a malformed request, 413 for one over `limits`.
-    """
-    if not isinstance(payload, dict) or set(payload) not in ({"text"}, {"texts"}):
-        fields = json.dumps(sorted(payload)) if isinstance(payload, dict) else _json_type(payload)
-        raise BadRequest(400, f"expected one field, text or texts, got {fields}; {USAGE}")
-    single = "text" in payload
-    texts = [payload["text"]] if single else payload["texts"]
-    if not isinstance(texts, list) or not texts:
-        raise BadRequest(400, f"texts must be a non-empty array of strings; {USAGE}")
-    if len(texts) > limits.max_texts:
-        raise BadRequest(
-            413, f"{len(texts)} texts is over --max_texts ({limits.max_texts}); send fewer"
-        )
-    for i, text in enumerate(texts):
-        _check_text(text, "text" if single else f"texts[{i}]", limits)
-    return texts, single
-
-
-def pairs_of(payload: Any, limits: Limits) -> tuple[list[str], list[str], bool]:
-    """The texts and text pairs of a parsed request to a pair model, and whether it was the
-    single-pair form.
-
-    Raises:
-        BadRequest: 400 for a malformed request (single texts included), 413 for one over
-            `limits` (`max_texts` counts pairs).
-    """
-    if not isinstance(payload, dict) or set(payload) not in PAIR_FIELDS:
-        if isinstance(payload, dict) and set(payload) in ({"text"}, {"texts"}):
-            missing = "text_pair" if "text" in payload else "text_pairs"
-            raise BadRequest(400, f"this model reads text pairs: add {missing}; {PAIR_USAGE}")
-        fields = json.dumps(sorted(payload)) if isinstance(payload, dict) else _json_type(payload)
-        raise BadRequest(
-            400, f"expected text and text_pair, or texts and text_pairs, got {fields}; {PAIR_USAGE}"
-        )
-    single = "text" in payload
-    if single:
-        texts, pairs = [payload["text"]], [payload["text_pair"]]
-    else:
-        texts, pairs = payload["texts"], payload["text_pairs"]
-        for name, items in (("texts", texts), ("text_pairs", pairs)):
-            if not isinstance(items, list) or not items:
-                raise BadRequest(400, f"{name} must be a non-empty array of strings; {PAIR_USAGE}")
-        if len(texts) != len(pairs):
-            raise BadRequest(
-                400,
-                f"texts has {len(texts)} items but text_pairs has {len(pairs)}; send one "
-                "text_pair per text",
-            )
-    if len(texts) > limits.max_texts:
-        raise BadRequest(
-            413, f"{len(texts)} pairs is over --max_texts ({limits.max_texts}); send fewer"
-        )
-    for i, (text, pair) in enumerate(zip(texts, pairs, strict=True)):
-        _check_text(text, "text" if single else f"texts[{i}]", limits)
-        _check_text(pair, "text_pair" if single else f"text_pairs[{i}]", limits)
-    return texts, pairs, single
-
-
-def read_request(payload: Any, limits: Limits, pairs: bool) -> tuple[list[str], list | None, bool]:
-    """(texts, their pairs or None, single form) of a parsed request to a model that reads
-    pairs or single texts; `BadRequest` when it does not fit the model."""
-    if pairs:
-        return pairs_of(payload, limits)
-    if isinstance(payload, dict) and (sent := sorted({"text_pair", "text_pairs"} & set(payload))):
-        raise BadRequest(400, f"this model reads single texts, not pairs: drop {sent[0]}; {USAGE}")
-    texts, single = texts_of(payload, limits)
-    return texts, None, single
-
-
-def _check_text(text: Any, where: str, limits: Limits) -> None:
-    if not isinstance(text, str):
-        raise BadRequest(400, f"{where} must be a string, not {_json_type(text)}")
-    if not text.strip():
-        raise BadRequest(400, f"{where} is empty; send some words")
-    if len(text) > limits.max_text_chars:
-        raise BadRequest(
-            413,
-            f"{where} has {len(text)} characters, over --max_text_chars "
-            f"({limits.max_text_chars}); send a shorter text",
-        )
-
-
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-Message = dict[str, Any]  # an ASGI scope or event
-
-
-class RefuseBadRequests:
-    """ASGI middleware: answers a bad `POST /predict` with its 4xx itself; passes a good one on
-    with its body replayed and its Content-Type set to JSON. `pairs`: the model reads pairs."""
-
-    def __init__(
-        self, app: Callable[..., Awaitable[None]], *, limits: Limits, pairs: bool = False
-    ) -> None:
-        self.app, self.limits, self.pairs = app, limits, pairs
-
-    async def __call__(
-        self,
-        scope: Message,
-        receive: Callable[[], Awaitable[Message]],
-        send: Callable[[Message], Awaitable[None]],
-    ) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != API_PATH:
-            return await self.app(scope, receive, send)
-        cap = self.limits.max_body_bytes * (2 if self.pairs else 1)  # two texts per pair
-        usage = PAIR_USAGE if self.pairs else USAGE
-        too_big = BadRequest(413, f"the request body is over {cap:,} bytes; {usage}")
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if declared.isdigit() and int(declared) > cap:  # refused before reading a byte
-            return await refuse(send, too_big)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > cap:  # a body without (or lying about) its length: stop reading it
-                return await refuse(send, too_big)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        try:
-            read_request(parse_body(body, usage), self.limits, self.pairs)
-        except BadRequest as error:
-            return await refuse(send, error)
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
-        headers.append((b"content-type", b"application/json"))
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:  # after the body, wait for the client to go away, as the server would
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return await self.app({**scope, "headers": headers}, replay, send)
-
-
-async def refuse(send: Callable[[Message], Awaitable[None]], error: BadRequest) -> None:
-    """Answer with the error's status and `{"detail": reason}`."""
-    data = json.dumps({"detail": error.reason}).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
-    await send({"type": "http.response.start", "status": error.status, "headers": head})
-    await send({"type": "http.response.body", "body": data})
 
 
 class ClassifierAPI(_LitAPI):
