@@ -15,8 +15,8 @@
 `load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime;
 `from_checkpoint` builds the same object from a checkpoint in memory.
 
-Files: `folder.py` (writing and reading the folder), `onnx_graph.py` (ONNX and int8),
-`card.py` (the model card).
+Files: `folder.py` (writing and reading the folder), `classifier.py` (`ExportedClassifier`),
+`onnx_graph.py` (ONNX and int8), `card.py` (the model card).
 """
 
 from tscratch.export.folder import (

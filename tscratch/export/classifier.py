@@ -1,0 +1,153 @@
+"""`ExportedClassifier`: raw texts in, labels and probabilities out, whatever runs the network.
+
+`tscratch.export.load` builds one from an exported folder (PyTorch or onnxruntime) and
+`tscratch.export.from_checkpoint` from a checkpoint in memory; either way the texts are encoded
+as in training (`tscratch.data.encoding`) and the network is a `Forward`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from tscratch.data.encoding import PairEncoder, encode_ids, pad_batch, pad_token_types
+from tscratch.errors import UserError
+
+Forward = Callable[..., Tensor]
+"""(input_ids (B, T), attention_mask (B, T)[, token_type_ids (B, T)]) -> float32 logits (B, C)."""
+
+
+class ExportedClassifier:
+    """A classifier read from an exported folder: raw texts in, labels and probabilities out.
+
+    Build one with `load`. `config` is the folder's config.json; `labels` the class names,
+    index = class id. A model trained on text pairs (`text_pair_column` is set) reads pairs
+    only: `predict(texts, pairs)`, one pair per text; a model of single texts refuses pairs.
+    """
+
+    def __init__(self, config: dict[str, Any], tokenizer: Tokenizer, forward: Forward) -> None:
+        self.config = config
+        self.labels: list[str] = list(config["label_names"])
+        self.max_length: int = config["max_length"]
+        self.text_pair_column: str | None = config.get("text_pair_column")
+        """The training data's column of second texts for a text-pair model, else None."""
+        self.text_column: str | None = config.get("text_column")
+        """The training data's text column of a text-pair model, when it was named."""
+        self.thresholds: list[float] | None = config.get("thresholds")
+        """A multi-label model's decision threshold per label (tuned on validation), else None."""
+        self.tokenizer = tokenizer
+        self._forward = forward
+        self._pair_encoder: PairEncoder | None = None
+
+    @property
+    def multi_label(self) -> bool:
+        """Whether the model gives each label its own probability (sigmoid), any number of
+        labels per text, rather than one label (softmax)."""
+        return self.thresholds is not None
+
+    @property
+    def reads_pairs(self) -> bool:
+        """Whether the model was trained on text pairs."""
+        return self.text_pair_column is not None
+
+    def check_pairs(self, pairs: Sequence[str] | None) -> None:
+        """Refuse single texts for a pair model, and pairs for a single-text model."""
+        if self.reads_pairs and pairs is None:
+            raise UserError(
+                f"this model reads text pairs (trained with text_pair_column "
+                f"{self.text_pair_column!r}); pass one pair per text: predict(texts, pairs)"
+            )
+        if not self.reads_pairs and pairs is not None:
+            raise UserError("this model reads single texts, not pairs; call predict(texts)")
+
+    def encode_pairs(
+        self, texts: Sequence[str], pairs: Sequence[str]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids and token types of ``[CLS] text [SEP] pair [SEP]``, cut longest-first to
+        `max_length` as in training (`PairEncoder`)."""
+        if self._pair_encoder is None:
+            self._pair_encoder = PairEncoder(self.tokenizer, self.max_length)
+        return self._pair_encoder(texts, pairs)
+
+    def logits(
+        self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
+    ) -> Tensor:
+        """Float32 logits (N, C) of `texts` (and their `pairs`, for a pair model), in order, on
+        the CPU; each row cut to `max_length` tokens as in training."""
+        self.check_pairs(pairs)
+        if pairs is None:
+            ids = encode_ids(self.tokenizer, texts, self.max_length)
+            return self.logits_of_ids(ids, batch_size)
+        ids, types = self.encode_pairs(texts, pairs)
+        return self.logits_of_ids(ids, batch_size, types)
+
+    def logits_of_ids(
+        self,
+        ids: Sequence[Sequence[int]],
+        batch_size: int = 32,
+        token_type_ids: Sequence[Sequence[int]] | None = None,
+    ) -> Tensor:
+        """Float32 logits (N, C) of token id sequences, in order, on the CPU.
+
+        Args:
+            ids: one list of token ids per row, special tokens included, each at most
+                `max_length` long (`encode_ids` cuts texts so).
+            batch_size: rows per forward pass; each batch is padded to its longest row.
+            token_type_ids: for a pair model, the token types of each row (as `encode_pairs`
+                gives them).
+        """
+        if any(len(row) > self.max_length for row in ids):
+            raise ValueError(f"logits_of_ids takes rows of at most {self.max_length} ids")
+        if (token_type_ids is not None) != self.reads_pairs:
+            raise ValueError("logits_of_ids takes token_type_ids exactly for a text-pair model")
+        pad_id = self.config["encoder"]["pad_id"]
+        chunks = [torch.empty(0, len(self.labels))]
+        for start in range(0, len(ids), batch_size):
+            input_ids, attention_mask = pad_batch(ids[start : start + batch_size], pad_id)
+            if token_type_ids is None:
+                chunks.append(self._forward(input_ids, attention_mask))
+                continue
+            types = pad_token_types(token_type_ids[start : start + batch_size], input_ids.shape[1])
+            chunks.append(self._forward(input_ids, attention_mask, types))
+        return torch.cat(chunks)
+
+    def predict(
+        self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
+    ) -> list[dict[str, Any]]:
+        """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
+        `scripts/predict.py` prints. A pair model takes one pair per text (`pairs`), and its
+        objects also hold `text_pair`. A multi-label model gives `{"text", "labels": {label: p},
+        "probabilities"}`: `labels` holds every label whose probability reaches its threshold,
+        most probable first (maybe none)."""
+        return self.results(texts, self.logits(texts, pairs, batch_size), pairs)
+
+    def results(
+        self, texts: Sequence[str], logits: Tensor, pairs: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The `predict` objects of `texts` (and `pairs`) from their logits (N, C): softmax
+        probabilities rounded to 6 decimals, `label` the most probable."""
+        inputs = [texts] if pairs is None else [texts, pairs]
+        if self.thresholds is not None:
+            return self._multi_label_results(inputs, logits)
+        results = []
+        for *row, p in zip(*inputs, logits.softmax(-1).tolist(), strict=True):
+            best = max(range(len(p)), key=p.__getitem__)
+            rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
+            shown = dict(zip(("text", "text_pair"), row, strict=False))
+            results.append({**shown, "label": self.labels[best], "probabilities": rounded})
+        return results
+
+    def _multi_label_results(self, inputs: list[Sequence[str]], logits: Tensor) -> list[dict]:
+        results = []
+        for *row, p in zip(*inputs, logits.float().sigmoid().tolist(), strict=True):
+            rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
+            above = [n for n, q, t in zip(self.labels, p, self.thresholds, strict=True) if q >= t]
+            above.sort(key=lambda name: -rounded[name])
+            shown = dict(zip(("text", "text_pair"), row, strict=False))
+            labels = {name: rounded[name] for name in above}
+            results.append({**shown, "labels": labels, "probabilities": rounded})
+        return results
