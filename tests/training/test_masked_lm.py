@@ -14,13 +14,13 @@ import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from tests.data.test_text import write_corpus
-from tscratch.cli.fit import LatestCheckpoint
 from tscratch.cli.pretrain import pretrain_trainer_defaults
 from tscratch.config import EncoderConfig
 from tscratch.data.masking import IGNORE_INDEX
 from tscratch.data.text import PretrainingTextData
 from tscratch.masked_lm import masked_lm_flops
 from tscratch.model import TransformerEncoder, forward_flops
+from tscratch.training.checkpointing import LatestCheckpoint
 from tscratch.training.masked_lm import MaskedLMTask
 from tscratch.training.optim import parameter_groups
 

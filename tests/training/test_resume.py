@@ -20,8 +20,9 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from tests.helpers import TINY_YAML
-from tscratch.cli.fit import LatestCheckpoint, trainer_defaults
+from tscratch.cli.fit import trainer_defaults
 from tscratch.data.datamodule import TextClassificationData
+from tscratch.training.checkpointing import LatestCheckpoint
 from tscratch.training.classification import ClassificationTask
 
 STEPS_PER_EPOCH = 6

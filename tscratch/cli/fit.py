@@ -52,6 +52,7 @@ from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
     RESUME_KEYS,
     CheckpointError,
+    LatestCheckpoint,
     SafeCheckpointIO,
     newest_valid_checkpoint,
     read_checkpoint,
@@ -63,46 +64,6 @@ from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
-
-
-class LatestCheckpoint(ModelCheckpoint):
-    """Keeps `last.ckpt` current: rewritten at every epoch end and every N training steps.
-
-    Args:
-        every_n_train_steps: also save every N optimizer steps (None: only at epoch ends, after
-            validation), so an interrupted run loses at most N steps.
-    """
-
-    def __init__(self, every_n_train_steps: int | None = None) -> None:
-        super().__init__(
-            monitor=None,
-            save_top_k=0,
-            save_last=True,
-            every_n_train_steps=every_n_train_steps,
-            enable_version_counter=False,
-        )
-
-    @property
-    def state_key(self) -> str:
-        return "LatestCheckpoint"
-
-    # ModelCheckpoint writes `last.ckpt` only next to a top-k save, and with save_top_k=0 there
-    # is none: without these hooks the file appeared at the end of training only. The epoch end
-    # comes after validation, so a resume from it starts the next epoch cleanly.
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._save_last(trainer, force=True)
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        pass  # the epoch end (after validation) saves instead
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._save_last(trainer, force=False)  # training stopped mid-epoch (max_steps)
-
-    def _save_last(self, trainer: L.Trainer, force: bool) -> None:
-        if trainer.fast_dev_run or trainer.sanity_checking or trainer.state.fn != "fit":
-            return
-        if force or self._last_global_step_saved != trainer.global_step:
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
 
 def default_precision() -> str:

@@ -35,8 +35,9 @@ class GracefulStop(L.Callback):
     """Turns SIGINT/SIGTERM during training into "finish this step, save `last.ckpt`, exit".
 
     The checkpoint goes where the run's `ModelCheckpoint` with `save_last` writes `last.ckpt`
-    (the CLI's `LatestCheckpoint`), else to `default_root_dir/last.ckpt`. Under DDP the ranks
-    agree on the stop at every step (one tiny all-reduce), since saving is collective.
+    (`tscratch.training.checkpointing.LatestCheckpoint`), else to `default_root_dir/last.ckpt`.
+    Under DDP the ranks agree on the stop at every step (one tiny all-reduce), since saving is
+    collective.
     """
 
     def __init__(self) -> None:

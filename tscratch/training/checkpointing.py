@@ -1,7 +1,10 @@
-"""The Trainer's checkpoint plugin: `SafeCheckpointIO` writes with `atomic_save` and reads with
-`read_checkpoint` (both in `tscratch.checkpoint_files`, plain torch), so a crash or a full disk
-never leaves a torn checkpoint and a checkpoint from a stranger cannot run code. The CLI installs
-it by default. The file names below are re-exported for the training side.
+"""Checkpoints on the training side.
+
+- `SafeCheckpointIO`, the Trainer's checkpoint plugin, writes with `atomic_save` and reads with
+  `read_checkpoint` (both in `tscratch.checkpoint_files`, plain torch), so a crash or a full disk
+  never leaves a torn checkpoint and a checkpoint from a stranger cannot run code. The CLI
+  installs it by default; the names of `tscratch.checkpoint_files` are re-exported here.
+- `LatestCheckpoint` keeps `last.ckpt` current whatever the monitored metric does.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from tscratch.checkpoint_files import (
@@ -24,6 +29,7 @@ from tscratch.checkpoint_files import (
 __all__ = [
     "RESUME_KEYS",
     "CheckpointError",
+    "LatestCheckpoint",
     "SafeCheckpointIO",
     "atomic_save",
     "newest_valid_checkpoint",
@@ -65,3 +71,43 @@ class SafeCheckpointIO(TorchCheckpointIO):
         if "://" in str(path):
             return super().load_checkpoint(path, map_location, weights_only=True)
         return read_checkpoint(Path(path), map_location=map_location or "cpu")
+
+
+class LatestCheckpoint(ModelCheckpoint):
+    """Keeps `last.ckpt` current: rewritten at every epoch end and every N training steps.
+
+    Args:
+        every_n_train_steps: also save every N optimizer steps (None: only at epoch ends, after
+            validation), so an interrupted run loses at most N steps.
+    """
+
+    def __init__(self, every_n_train_steps: int | None = None) -> None:
+        super().__init__(
+            monitor=None,
+            save_top_k=0,
+            save_last=True,
+            every_n_train_steps=every_n_train_steps,
+            enable_version_counter=False,
+        )
+
+    @property
+    def state_key(self) -> str:
+        return "LatestCheckpoint"
+
+    # ModelCheckpoint writes `last.ckpt` only next to a top-k save, and with save_top_k=0 there
+    # is none: without these hooks the file appeared at the end of training only. The epoch end
+    # comes after validation, so a resume from it starts the next epoch cleanly.
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_last(trainer, force=True)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        pass  # the epoch end (after validation) saves instead
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._save_last(trainer, force=False)  # training stopped mid-epoch (max_steps)
+
+    def _save_last(self, trainer: L.Trainer, force: bool) -> None:
+        if trainer.fast_dev_run or trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        if force or self._last_global_step_saved != trainer.global_step:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
