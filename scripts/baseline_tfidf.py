@@ -1,52 +1,41 @@
-"""The classical bar: TF-IDF + logistic regression on exactly tscratch's splits.
+"""The bag-of-words bar: TF-IDF + logistic regression on exactly fit.py's splits.
 
-Needs scikit-learn, which tscratch itself does not depend on: `pip install scikit-learn`.
-Usage: `python scripts/baseline_tfidf.py [--dataset bbc_news] [--seed 42] [--train_rows N]`.
+Terms and weights: `tscratch.baseline` (words, or characters and character pairs for Chinese).
+Needs scikit-learn, which tscratch itself does not: `pip install "tscratch[baseline]"`.
+Usage: `python scripts/baseline_tfidf.py [--dataset bbc_news] [--text_column C]
+[--label_column C] [--seed 42] [--train_rows N]`, the options meaning what fit.py's `--data.*`
+ones do; prints one JSON line per split (validation, test): accuracy and macro-F1.
 """
 
 import argparse
 import json
+import sys
 
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, f1_score
-
-from tscratch.data.sources import LabeledSplits
+from tscratch.baseline import require_baseline_extra, tfidf_scores
 from tscratch.data.splits import load_labeled_splits
+from tscratch.errors import UserError, report
 
 
-def tfidf_scores(splits: LabeledSplits) -> list[dict]:
-    """Validation and test accuracy and macro-F1 of TF-IDF (words, sublinear tf) + logistic
-    regression (C=10) fitted on the training split."""
-    vectorizer = TfidfVectorizer(sublinear_tf=True, min_df=2)
-    features = vectorizer.fit_transform(splits.train["text"])
-    model = LogisticRegression(C=10.0, max_iter=2000).fit(features, splits.train["labels"])
-    results = []
-    for name in ("validation", "test"):
-        split = splits[name]
-        predicted = model.predict(vectorizer.transform(split["text"]))
-        results.append(
-            {
-                "split": name,
-                "acc": accuracy_score(split["labels"], predicted),
-                "f1": f1_score(split["labels"], predicted, average="macro"),
-            }
-        )
-    return results
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="bbc_news")
+    parser.add_argument("--dataset", default="bbc_news", help="as fit.py's --data.dataset")
+    parser.add_argument("--text_column", default=None)
+    parser.add_argument("--label_column", default=None)
     parser.add_argument("--seed", type=int, default=42, help="the split's seed (data.seed)")
     parser.add_argument("--train_rows", type=int, default=None, help="as fit.py's data.train_rows")
-    args = parser.parse_args()
-    splits = load_labeled_splits(
-        args.dataset, None, None, None, None, 0.1, 0.1, args.seed, args.train_rows
-    )
-    for result in tfidf_scores(splits):
-        print(json.dumps(result))
+    args = parser.parse_args(argv)
+    try:
+        require_baseline_extra()
+        splits = load_labeled_splits(
+            args.dataset, None, None, args.text_column, args.label_column, 0.1, 0.1, args.seed,
+            args.train_rows,
+        )  # fmt: skip
+        for result in tfidf_scores(splits):
+            print(json.dumps(result))
+    except UserError as error:
+        return report(error)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

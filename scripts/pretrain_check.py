@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 import torch
-from baseline_tfidf import tfidf_scores
 
+from tscratch.baseline import tfidf_scores
 from tscratch.config import EncoderConfig
 from tscratch.data.splits import load_labeled_splits
 

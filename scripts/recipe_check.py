@@ -30,8 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from baseline_tfidf import tfidf_scores
-
+from tscratch.baseline import tfidf_scores
 from tscratch.data.loading import load_bbc_news
 from tscratch.data.splits import load_labeled_splits
 

@@ -50,8 +50,9 @@ SUBWORDS_PER_WORD = 1.15
 # A CJK ideograph is a token of its own (the tokenizer's normalizer splits them, as BERT's does;
 # kana and Hangul it does not split, so they count as words); other words are runs of word
 # characters; punctuation marks count one each.
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_PIECES = re.compile(rf"(?P<cjk>[{_CJK}])|(?P<word>[^\W{_CJK}]+)|(?P<mark>[^\w\s])")
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""The CJK ideograph ranges (character-class syntax) that the tokenizer splits one per token."""
+_PIECES = re.compile(rf"(?P<cjk>[{CJK}])|(?P<word>[^\W{CJK}]+)|(?P<mark>[^\w\s])")
 
 
 def estimate_tokens(text: str) -> int:
