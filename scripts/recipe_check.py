@@ -10,11 +10,12 @@ settings adapt to the data) on each, next to TF-IDF + logistic regression on the
 
 Usage: `python scripts/recipe_check.py [--variants headlines articles_500] [--seeds 0 1 2]
 [--split_seeds 42 1 2] [--out DIR] [--article_split] [-- extra fit.py flags]`.
-`--split_seeds` runs each variant on other splits of the same rows too (`--data.seed`; TF-IDF is
-fitted on each). By default a cut variant is one CSV that fit.py splits itself;
-`--article_split` writes train/validation/test files that keep each article's side of the
-articles' split instead, so a pretrain.py checkpoint (which read the articles' training split)
-never saw a test headline or sentence: use it with `-- --model.init_from CKPT`. Prints a
+`--split_seeds` runs each variant on other splits of the same rows too (`--data.seed`, which
+also seeds the training order; TF-IDF is fitted on each split). By default a cut variant is one
+CSV that fit.py splits itself; `--article_split` writes train/validation/test files that keep
+each article's side of the articles' split instead, so a pretrain.py checkpoint (which read the
+articles' training split) never saw a test headline or sentence: use it with
+`-- --model.init_from CKPT`. Prints a
 Markdown table and appends JSON lines to `DIR/results.jsonl`. Needs scikit-learn (for the TF-IDF
 bar: `pip install "tscratch[baseline]"`). Each article run takes about as long as the default
 run (the epoch rule keeps ~450 updates); headline runs about two minutes.
@@ -32,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from tscratch.baseline import tfidf_scores
+from tscratch.baseline import require_baseline_extra, tfidf_scores
 from tscratch.data.loading import load_bbc_news
 from tscratch.data.splits import load_labeled_splits
 
@@ -129,6 +130,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.article_split and args.split_seeds != [42]:
         parser.error("--article_split keeps the articles' own split (seed 42); drop --split_seeds")
+    if any(arg.split("=")[0] == "--data.seed" for arg in args.extra):
+        parser.error("pass split seeds as --split_seeds (TF-IDF must see the same split)")
+    require_baseline_extra()  # before any file is written
     table = []
     for variant in args.variants:
         dataset, rows = build(variant, args.out / "data", args.article_split)

@@ -1,6 +1,6 @@
 """The package's shape: layers import downward only, and no module imports one that imports it.
 
-scripts -> cli -> training (baseline, export) -> model -> nn -> config -> errors
+scripts -> cli -> training, export, baseline -> model -> nn -> config -> errors
                       \\-> data (beside the model: never imports model, nn or training)
 """
 
@@ -18,7 +18,7 @@ LAYERS = {
     "errors": 0, "config": 1, "nn": 2, "model": 3, "pretrained": 3, "data": 3, "training": 4,
     "cli": 5, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1, "seq2seq": 3,
     "lab": 5,  # experiments on the training side, run by cli/lab.py; may read cli's configs
-    "baseline": 4,  # the TF-IDF bar: reads the splits (data) and the CJK ranges (training.recipe)
+    "baseline": 4,  # the TF-IDF bar (scripts): reads the splits and the CJK ranges (data)
 }  # fmt: skip
 # Same rank, kept apart: the data side knows nothing of the model side and vice versa.
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}

@@ -17,8 +17,8 @@ import re
 from typing import Any
 
 from tscratch.data.sources import LabeledSplits
+from tscratch.data.tokenizer import CJK
 from tscratch.errors import UserError
-from tscratch.training.recipe import CJK
 
 _CJK_RUN = re.compile(f"[{CJK}]+")
 _WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern

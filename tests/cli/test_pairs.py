@@ -209,7 +209,7 @@ def _one_sided_pairs(folder: Path, keyed: str, seed: int = 0) -> Path:
 def test_a_label_carried_by_one_side_alone_is_learned(keyed, shared_cache, tmp_path, single_thread):
     """fit.py on the tiny config, 6 epochs (~5 s): the test accuracy it reports, and the one
     predict gets from the best checkpoint, are far above chance. Logged to CSV: TensorBoard's
-    pictures (drawn by `pair_run` for pairs too) would cost ~3 s per validation epoch here."""
+    pictures (drawn by `pair_run` for pairs too) are not what this test is about."""
     data = _one_sided_pairs(tmp_path / "data", keyed)
     root = tmp_path / "root"
     args = [

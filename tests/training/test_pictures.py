@@ -25,7 +25,6 @@ from tscratch.training.pictures import (
     attention_heads_figure,
     attention_mean_figure,
     confusion_figure,
-    doubling,
 )
 
 CHINESE_TOKENS = ["[CLS]", "中", "##文", "新闻", "体育", "财经", "abc"]
@@ -133,7 +132,6 @@ def _stand_ins(
         loggers=[TensorBoardLogger(str(tmp_path), name="", version=0)],
         sanity_checking=False,
         is_global_zero=True,
-        interrupted=False,
         current_epoch=0,
         global_step=7,
         datamodule=datamodule,
@@ -239,56 +237,57 @@ def _image_steps(events: EventAccumulator, tag: str) -> list[int]:
     return [image.step for image in events.Images(tag)]
 
 
+def _validate(callback, trainer, module, epochs: list[int], end: bool = True) -> list[int]:
+    """One validation per entry of `epochs` (0-based, repeats allowed), at steps 10, 20, ...;
+    then the end of training. The steps the attention maps were drawn at."""
+    for i, epoch in enumerate(epochs):
+        trainer.current_epoch, trainer.global_step = epoch, 10 * (i + 1)
+        _run_epoch(callback, trainer, module, [_batch()])
+    if end:
+        callback.on_train_end(trainer, module)
+    events = _events(trainer)
+    assert _image_steps(events, "confusion") == [10 * (i + 1) for i in range(len(epochs))]
+    drawn = _image_steps(events, "attention/layer_0/mean")
+    assert _image_steps(events, "attention/layer_1/heads") == drawn
+    return drawn
+
+
 @pytest.mark.parametrize(
     ("epochs", "drawn"),
     [
-        (10, [10, 20, 40, 80, 100]),  # after epochs 1, 2, 4, 8, and the end
-        (8, [10, 20, 40, 80]),  # the 8th epoch drew the end's maps already
-        (1, [10]),
+        (range(10), [10, 20, 40, 80, 100]),  # after epochs 1, 2, 4, 8, and the end
+        (range(8), [10, 20, 40, 80]),  # the 8th epoch drew the end's maps already
+        ([0], [10]),
+        ([2, 5, 8, 11], [10, 20, 30, 40]),  # validation every 3rd epoch: 3, 6 (>= 4), 9 (>= 8), end
+        ([0, 0, 1, 1, 2, 2, 3, 3], [10, 30, 70, 80]),  # twice per epoch: once in epochs 1, 2, 4
+        ([4, 5, 6, 7, 8], [10, 40, 50]),  # resumed in epoch 5: its first validation, 8, the end
     ],
 )
-def test_attention_maps_are_drawn_after_epochs_1_2_4_8_and_at_the_end(tmp_path, epochs, drawn):
+def test_attention_maps_are_drawn_on_a_doubling_schedule_and_at_the_end(tmp_path, epochs, drawn):
     trainer, module = _stand_ins(tmp_path)
-    callback = ValidationPictures()
-    for epoch in range(epochs):
-        trainer.current_epoch, trainer.global_step = epoch, 10 * (epoch + 1)
-        _run_epoch(callback, trainer, module, [_batch()])
-    callback.on_train_end(trainer, module)
-
-    events = _events(trainer)
-    assert _image_steps(events, "confusion") == [10 * (e + 1) for e in range(epochs)]
-    for tag in ("attention/layer_0/mean", "attention/layer_1/heads"):
-        assert _image_steps(events, tag) == drawn
-    assert [n for n in range(70) if doubling(n)] == [1, 2, 4, 8, 16, 32, 64]
+    assert _validate(ValidationPictures(), trainer, module, list(epochs)) == drawn
 
 
 def test_every_epoch_draws_attention_when_asked(tmp_path):
     trainer, module = _stand_ins(tmp_path)
     callback = ValidationPictures(attention_every_epoch=True)
-    for epoch in range(3):
-        trainer.current_epoch, trainer.global_step = epoch, 10 * (epoch + 1)
-        _run_epoch(callback, trainer, module, [_batch()])
-    assert _image_steps(_events(trainer), "attention/layer_0/mean") == [10, 20, 30]
+    assert _validate(callback, trainer, module, [0, 1, 2], end=False) == [10, 20, 30]
 
 
-def test_the_end_of_training_draws_in_eval_mode_and_not_after_ctrl_c(tmp_path, monkeypatch):
+def test_the_end_of_training_draws_in_eval_mode(tmp_path, monkeypatch):
     trainer, module = _stand_ins(tmp_path)
     modes = []
     monkeypatch.setattr(
         pictures, "attention_figures", lambda model, *_: modes.append(model.training) or []
     )
     callback = ValidationPictures()
-    trainer.current_epoch, trainer.global_step = 2, 30  # the 3rd epoch: not drawn
+    trainer.current_epoch, trainer.global_step = 2, 30  # the first validation: drawn
     _run_epoch(callback, trainer, module, [_batch()])
-    assert modes == []
+    assert modes == [False]
+    trainer.global_step = 40  # trained on without validating
     module.model.train()  # as Lightning leaves it after the last training step
-    trainer.interrupted = True
     callback.on_train_end(trainer, module)
-    assert modes == []
-
-    trainer.interrupted = False
-    callback.on_train_end(trainer, module)
-    assert modes == [False] and module.model.training  # drawn in eval mode, mode restored
+    assert modes == [False, False] and module.model.training  # drawn in eval mode, restored
 
 
 def test_nothing_is_collected_or_drawn_during_the_sanity_check(tmp_path):

@@ -41,7 +41,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.auto import choose_auto_settings
 from tscratch.cli.checks import check_max_length, check_resume
-from tscratch.cli.launch import build_cli
+from tscratch.cli.launch import build_cli, console
 from tscratch.cli.pairs import settle_token_types
 from tscratch.cli.stopping import check_early_stopping, early_stop_note
 from tscratch.data.datamodule import TextClassificationData
@@ -248,6 +248,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
 
     `callbacks` join the Trainer's own (scripts/sweep.py passes its pruning callback).
     """
+    console()
     try:
         cli = build_cli(
             TScratchCLI,

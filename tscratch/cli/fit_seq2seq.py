@@ -18,7 +18,7 @@ from typing import Any
 
 from tscratch.cli.checks import check_max_length
 from tscratch.cli.fit import TScratchCLI, trainer_defaults
-from tscratch.cli.launch import build_cli
+from tscratch.cli.launch import build_cli, console
 from tscratch.data.headlines import HeadlineData
 from tscratch.errors import UserError, report
 from tscratch.nn.positions import position_length_limit
@@ -67,6 +67,7 @@ def check_lengths(model: Seq2SeqTask, datamodule: HeadlineData) -> None:
 def main(args: list[str] | None = None) -> int:
     """Train, test the best checkpoint with beam search and print a summary. Returns the exit
     code."""
+    console()
     try:
         cli = build_cli(
             Seq2SeqCLI,

@@ -41,8 +41,8 @@ def build_cli(
     trainer_defaults: dict[str, Any],
 ) -> LightningCLI:
     """`cli_class(task, data)` on `args` (the command line when None), with config names
-    resolved and `<default>.yaml` underneath when no `--config` is given; not yet run."""
-    console()
+    resolved and `<default>.yaml` underneath when no `--config` is given; not yet run. Call
+    `console()` first, before anything logs."""
     args, defaults = with_configs(sys.argv[1:] if args is None else args, default=default)
     return cli_class(
         task,

@@ -19,7 +19,7 @@ from typing import Any
 
 from tscratch.cli.checks import check_max_length
 from tscratch.cli.fit import TScratchCLI, trainer_defaults
-from tscratch.cli.launch import build_cli
+from tscratch.cli.launch import build_cli, console
 from tscratch.data.text import PretrainingTextData
 from tscratch.errors import UserError, report
 from tscratch.training.masked_lm import MaskedLMTask, MaskedPredictions
@@ -49,6 +49,7 @@ def pretrain_trainer_defaults() -> dict[str, Any]:
 
 def main(args: list[str] | None = None) -> int:
     """Pretrain and print a summary. Returns the exit code."""
+    console()
     try:
         cli = build_cli(
             PretrainCLI,

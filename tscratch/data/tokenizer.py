@@ -20,6 +20,10 @@ from tokenizers.processors import TemplateProcessing
 
 from tscratch.errors import UserError
 
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""CJK ideograph ranges (character-class syntax), each of which the normalizer makes a token of
+its own, as BERT's does (the common planes; kana and Hangul are not split)."""
+
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")  # in id order: [PAD] is 0

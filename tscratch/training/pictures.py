@@ -3,9 +3,10 @@
 - `confusion`: the validation confusion matrix;
 - `attention/layer_<i>/mean` and `attention/layer_<i>/heads`: attention weights of every layer
   for the first 40 tokens of one fixed validation example, head-averaged and per head, tokens
-  on the axes; drawn after epochs 1, 2, 4, 8, 16, ... and when training ends (the maps change
-  most early on, and drawing them is most of the callback's cost: ~1.5 s per validation for
-  the default model, which a 40-epoch run on short texts would pay 40 times);
+  on the axes; drawn at the first validation in epochs 1, 2, 4, 8, 16, ... (or the first one
+  after, when validation skips epochs) and when training ends (the maps change most early on,
+  and drawing them is most of the callback's cost: ~1.5 s per validation for the default
+  model, which a 40-epoch run on short texts would pay 40 times);
 - `misclassified`: a few validation texts the model got wrong, as the dataset wrote them, with
   true and predicted labels.
 
@@ -49,7 +50,8 @@ class ValidationPictures(L.Callback):
         max_misclassified: misclassified texts shown per epoch.
         max_chars: characters shown of each misclassified text.
         heatmap_tokens: tokens of the heatmap example drawn (its first ones).
-        attention_every_epoch: draw the attention maps after every validation epoch.
+        attention_every_epoch: draw the attention maps after every validation epoch (from
+            Python: fit.py builds its own instance with the default).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class ValidationPictures(L.Callback):
         self.heatmap_tokens = heatmap_tokens
         self.attention_every_epoch = attention_every_epoch
         self._attention_step: int | None = None  # the global step the maps were last drawn at
+        self._next_epoch = 1  # the (1-based) epoch from which the next maps are due
         self.confusion: MulticlassConfusionMatrix | None = None
         self.misclassified: list[tuple[str, str, str]] = []  # (text, true, predicted)
         self.heatmap_example: Tensor | None = None  # (T,) real token ids
@@ -132,7 +135,7 @@ class ValidationPictures(L.Callback):
             return
         writer, step = self._logger.experiment, trainer.global_step
         writer.add_figure("confusion", confusion_figure(confusion, pl_module.label_names), step)
-        if self.attention_every_epoch or doubling(trainer.current_epoch + 1):
+        if self.attention_every_epoch or self._attention_due(trainer.current_epoch + 1):
             self._draw_attention(trainer, pl_module)
         if self.misclassified:
             rows = [
@@ -142,9 +145,9 @@ class ValidationPictures(L.Callback):
             writer.add_text("misclassified", "\n\n---\n\n".join(rows), step)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """The trained model's maps, unless the last validation drew them (or Ctrl-C ended
-        the run: what it saved is a point to resume from, not an end)."""
-        if not (self._active(trainer) and trainer.is_global_zero) or trainer.interrupted:
+        """The trained model's maps, unless the last validation drew them. (Ctrl-C and SIGTERM
+        never get here: `GracefulStop` ends the run by raising.)"""
+        if not (self._active(trainer) and trainer.is_global_zero):
             return
         if self._attention_step != trainer.global_step:
             training = pl_module.model.training
@@ -153,6 +156,16 @@ class ValidationPictures(L.Callback):
                 self._draw_attention(trainer, pl_module)
             finally:
                 pl_module.model.train(training)
+
+    def _attention_due(self, epoch: int) -> bool:
+        """Whether the maps are due at a validation in (1-based) `epoch`: the first validation
+        in or after epoch 1, 2, 4, 8, ...; once per epoch at most, whatever the validation
+        interval (a resumed run draws at its first validation, then on the doubling)."""
+        if epoch < self._next_epoch:
+            return False
+        while self._next_epoch <= epoch:
+            self._next_epoch *= 2
+        return True
 
     def _draw_attention(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.heatmap_example is None:
@@ -181,11 +194,6 @@ class ValidationPictures(L.Callback):
         if tokenizer is None:
             return [str(i) for i in ids.tolist()]
         return [tokenizer.id_to_token(i) or str(i) for i in ids.tolist()]
-
-
-def doubling(n: int) -> bool:
-    """Whether n (>= 1) is 1, 2, 4, 8, ...: the epochs the attention maps are drawn after."""
-    return n > 0 and n & (n - 1) == 0
 
 
 # --- Figures -------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tscratch.data.tokenizer import CJK
+
 AUTO = "auto"
 MAX_AUTO_LENGTH = 1024
 TOKENS_PER_ENTRY = 100
@@ -50,8 +52,6 @@ SUBWORDS_PER_WORD = 1.15
 # A CJK ideograph is a token of its own (the tokenizer's normalizer splits them, as BERT's does;
 # kana and Hangul it does not split, so they count as words); other words are runs of word
 # characters; punctuation marks count one each.
-CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-"""The CJK ideograph ranges (character-class syntax) that the tokenizer splits one per token."""
 _PIECES = re.compile(rf"(?P<cjk>[{CJK}])|(?P<word>[^\W{CJK}]+)|(?P<mark>[^\w\s])")
 
 
