@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,16 +141,12 @@ def fit_in_process(args: list, cache: Path) -> tuple[int, str]:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     torch.set_num_threads(1)
-    saved_argv, saved_cache = sys.argv, os.environ.get("TSCRATCH_CACHE")
-    sys.argv, os.environ["TSCRATCH_CACHE"] = ["fit.py"], str(cache)
     try:
-        code = fit([str(a) for a in args])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sys, "argv", ["fit.py"])
+            patch.setenv("TSCRATCH_CACHE", str(cache))
+            code = fit([str(a) for a in args])
     finally:
-        sys.argv = saved_argv
-        if saved_cache is None:
-            os.environ.pop("TSCRATCH_CACHE", None)
-        else:
-            os.environ["TSCRATCH_CACHE"] = saved_cache
         logger.removeHandler(handler)
         logger.setLevel(level)
         torch.set_num_threads(threads)
