@@ -15,10 +15,10 @@ also seeds the training order; TF-IDF is fitted on each split). By default a cut
 CSV that fit.py splits itself; `--article_split` writes train/validation/test files that keep
 each article's side of the articles' split instead, so a pretrain.py checkpoint (which read the
 articles' training split) never saw a test headline or sentence: use it with
-`-- --model.init_from CKPT`. Prints a
-Markdown table and appends JSON lines to `DIR/results.jsonl`. Needs scikit-learn (for the TF-IDF
-bar: `pip install "tscratch[baseline]"`). Each article run takes about as long as the default
-run (the epoch rule keeps ~450 updates); headline runs about two minutes.
+`-- --model.init_from CKPT`. Prints a Markdown table and appends JSON lines to
+`DIR/results.jsonl`. Needs scikit-learn (for the TF-IDF bar: `pip install "tscratch[baseline]"`).
+Each article run takes about as long as the default run (the epoch rule keeps ~450 updates);
+headline runs one to two minutes.
 """
 
 from __future__ import annotations
