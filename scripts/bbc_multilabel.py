@@ -1,8 +1,8 @@
-"""Build the BBC multi-label topic task as JSON lines: `scripts/bbc_multilabel.py --out DIR`."""
+"""An alias: `python scripts/bbc_multilabel.py ARGS` is `tscratch bbc-multilabel ARGS`."""
 
 import sys
 
-from tscratch.cli.bbc_multilabel import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("bbc-multilabel", sys.argv[1:]))

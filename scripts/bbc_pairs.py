@@ -1,8 +1,8 @@
-"""Build the BBC "same topic?" text-pair task as CSV files: `scripts/bbc_pairs.py --out DIR`."""
+"""An alias: `python scripts/bbc_pairs.py ARGS` is `tscratch bbc-pairs ARGS`."""
 
 import sys
 
-from tscratch.cli.bbc_pairs import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("bbc-pairs", sys.argv[1:]))

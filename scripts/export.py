@@ -1,8 +1,8 @@
-"""Export a checkpoint as a folder anyone can load: `scripts/export.py --ckpt_path C --out DIR`."""
+"""An alias: `python scripts/export.py ARGS` is `tscratch export ARGS`."""
 
 import sys
 
-from tscratch.cli.export import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("export", sys.argv[1:]))

@@ -1,16 +1,8 @@
-"""Train the hand-written encoder-decoder to write BBC News headlines: `--help` lists every option.
-
-Examples:
-    python scripts/fit_seq2seq.py                             # tscratch/configs/seq2seq.yaml
-    python scripts/fit_seq2seq.py --config seq2seq_tiny       # seconds: a smoke run
-    python scripts/fit_seq2seq.py --ckpt_path last            # resume the newest run
-    python scripts/fit_seq2seq.py --model.init_from lightning_logs/version_0/checkpoints/last.ckpt
-    python scripts/generate.py --ckpt_path CKPT "Article text..."
-"""
+"""An alias: `python scripts/fit_seq2seq.py ARGS` is `tscratch fit-seq2seq ARGS`."""
 
 import sys
 
-from tscratch.cli.fit_seq2seq import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("fit-seq2seq", sys.argv[1:]))

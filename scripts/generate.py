@@ -1,14 +1,8 @@
-"""Write headlines with a trained encoder-decoder: `--help` lists every option.
-
-Examples:
-    python scripts/generate.py --ckpt_path CKPT "Shares in the firm rose 5% after ..."
-    python scripts/generate.py --ckpt_path CKPT --file article.txt --num_beams 4
-    cat articles.txt | python scripts/generate.py --ckpt_path CKPT --file - --per_line
-"""
+"""An alias: `python scripts/generate.py ARGS` is `tscratch generate ARGS`."""
 
 import sys
 
-from tscratch.cli.generate import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("generate", sys.argv[1:]))

@@ -1,13 +1,8 @@
-"""ROUGE of two extractive headline baselines (lead-N words, first sentence) on the test split
-fit_seq2seq.py evaluates on: `--help` lists every option.
-
-Example:
-    python scripts/headline_baselines.py                  # bbc_news, fit.py's split (seed 42)
-"""
+"""An alias: `python scripts/headline_baselines.py ARGS` is `tscratch headline-baselines ARGS`."""
 
 import sys
 
-from tscratch.cli.headline_baselines import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("headline-baselines", sys.argv[1:]))

@@ -1,14 +1,8 @@
-"""The lab: one experiment testing one of the article's claims; `python scripts/lab.py --help`.
-
-Examples:
-    python scripts/lab.py norm_depth          # lab_results/norm_depth/norm_depth.{png,md,json}
-    python scripts/lab.py embedding_scale --seeds 0 1 2 --out docs/lab
-    python scripts/lab.py extrapolation --toy # a few seconds, numbers mean nothing
-"""
+"""An alias: `python scripts/lab.py ARGS` is `tscratch lab ARGS`."""
 
 import sys
 
-from tscratch.cli.lab import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("lab", sys.argv[1:]))

@@ -1,11 +1,8 @@
-"""Label texts with a trained model: `python scripts/predict.py --model SOURCE "text"`.
-
-SOURCE: a fit.py checkpoint, an exported folder or its .onnx file (`--ckpt_path` also works).
-"""
+"""An alias: `python scripts/predict.py ARGS` is `tscratch predict ARGS`."""
 
 import sys
 
-from tscratch.cli.predict import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("predict", sys.argv[1:]))

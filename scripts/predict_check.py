@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.predict import document_logits
+from tscratch.cli.predict_logits import document_logits
 from tscratch.data.sources import column
 from tscratch.data.splits import load_labeled_splits
 from tscratch.errors import UserError, report

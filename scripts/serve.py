@@ -1,8 +1,8 @@
-"""Serve a classifier over HTTP: `python scripts/serve.py --model DIR|CKPT [--port 8000]`."""
+"""An alias: `python scripts/serve.py ARGS` is `tscratch serve ARGS`."""
 
 import sys
 
-from tscratch.cli.serve import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("serve", sys.argv[1:]))

@@ -1,15 +1,8 @@
-"""Hyperparameter search over fit.py: `python scripts/sweep.py --help` lists the options.
-
-Examples:
-    python scripts/sweep.py --n_trials 20 --timeout 3600      # default.yaml, packaged space
-    python scripts/sweep.py --config tiny --n_trials 4 --trainer.max_epochs 2
-    python scripts/sweep.py --space my_space.yaml --out sweeps/mine
-    python scripts/fit.py --config lightning_logs/sweeps/default/best.yaml   # train the best
-"""
+"""An alias: `python scripts/sweep.py ARGS` is `tscratch sweep ARGS`."""
 
 import sys
 
-from tscratch.cli.sweep import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("sweep", sys.argv[1:]))

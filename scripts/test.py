@@ -1,8 +1,8 @@
-"""Evaluate a checkpoint on its dataset's test split: `python scripts/test.py --ckpt_path CKPT`."""
+"""An alias: `python scripts/test.py ARGS` is `tscratch test ARGS`."""
 
 import sys
 
-from tscratch.cli.evaluate import main
+from tscratch.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("test", sys.argv[1:]))

@@ -4,6 +4,7 @@ as `tests.helpers`)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import logging
@@ -61,8 +62,13 @@ def call_main(
     apply) and Lightning's log handlers, which hold the stderr of import time.
     """
     script = (REPO / "scripts" / name).read_text()
-    module = re.search(r"^from (\S+) import main$", script, re.MULTILINE).group(1)
-    main = importlib.import_module(module).main
+    alias = re.search(r"""^    sys\.exit\(run\("([\w-]+)", sys\.argv\[1:\]\)\)$""", script, re.M)
+    if alias:  # an alias of a `tscratch` command (tscratch.cli.COMMANDS)
+        command = alias.group(1)
+        main = functools.partial(importlib.import_module("tscratch.cli").run, command)
+    else:
+        module = re.search(r"^from (\S+) import main$", script, re.MULTILINE).group(1)
+        main = importlib.import_module(module).main
     out, err = io.StringIO(), io.StringIO()
     # The script's basicConfig finds this handler there and adds none of its own.
     root, handler = logging.getLogger(), logging.StreamHandler(out)

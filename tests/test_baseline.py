@@ -67,10 +67,25 @@ def test_chinese_topics_are_learned_from_characters():
     assert test["acc"] == 1.0 and test["f1"] == 1.0
 
 
-def test_without_scikit_learn_the_extra_is_named(monkeypatch):
+def test_without_scikit_learn_the_package_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn", None)
-    with pytest.raises(baseline.UserError, match=r'pip install "tscratch\[baseline\]"'):
+    with pytest.raises(baseline.UserError, match=r"needs scikit-learn: pip install scikit-learn$"):
         baseline.tfidf_scores(_chinese_splits())
+
+
+def test_cached_scores_are_the_scores_and_are_read_back(tmp_path, monkeypatch):
+    splits = _chinese_splits()
+    scores = baseline.cached_tfidf_scores(splits, str(tmp_path))
+    assert scores == baseline.tfidf_scores(splits)
+    assert len(list((tmp_path / "baselines").iterdir())) == 1
+    monkeypatch.setattr(baseline, "tfidf_scores", lambda splits: pytest.fail("not cached"))
+    assert baseline.cached_tfidf_scores(splits, str(tmp_path)) == scores
+    # Other rows are another key: a different split never reads these figures.
+    other = _chinese_splits(seed=1)
+    made_up = [{"split": "test", "acc": 0.5, "f1": 0.25}]
+    monkeypatch.setattr(baseline, "tfidf_scores", lambda splits: made_up)
+    assert baseline.cached_tfidf_scores(other, str(tmp_path)) == made_up
+    assert len(list((tmp_path / "baselines").iterdir())) == 2
 
 
 def test_the_script_scores_a_chinese_csv(tmp_path, shared_cache):

@@ -170,6 +170,45 @@ def test_model_card_states_what_the_checkpoint_knows(folder):
     assert "`model.int8.onnx`" in card
 
 
+BAR = {  # what fit's BaselineBar stores in a checkpoint
+    "method": "TF-IDF + logistic regression",
+    "train_rows": 1778,
+    "validation_rows": 223,
+    "test_rows": 224,
+    "val/acc": 0.98,
+    "val/f1": 0.97,
+    "test/acc": 0.88,
+    "test/f1": 0.875,
+}
+BAR_FITTED = (
+    "TF-IDF + logistic regression, fitted on the run's 1,778 training rows, scores accuracy "
+    "0.8800 and macro-F1 0.8750 on its 224 test rows: the bag-of-words bar"
+)
+
+
+def test_model_card_shows_the_runs_tfidf_bar_beside_the_test_accuracy(checkpoint, tmp_path):
+    with_bar = {**checkpoint, "baseline": BAR}
+    card = (export(with_bar, tmp_path / "a", metrics={"test/acc": 0.921}) / "README.md").read_text()
+    assert "test accuracy 0.921 (TF-IDF + logistic regression on the same split: 0.880)\n" in card
+    assert BAR_FITTED in card
+    alone = (export(with_bar, tmp_path / "b") / "README.md").read_text()  # no test metrics given
+    assert BAR_FITTED in alone and "test accuracy 0." not in alone
+    assert "bag-of-words" not in (export(checkpoint, tmp_path / "c") / "README.md").read_text()
+
+
+def test_model_card_pairs_a_report_with_the_bar_only_on_as_many_rows(checkpoint, tmp_path):
+    from tscratch.training.report import classification_report
+
+    labels = torch.tensor([0, 1, 2, 0])
+    report = classification_report(torch.eye(3)[[0, 1, 2, 1]], labels, LABELS)  # 3 of 4 right
+    with_bar = {**checkpoint, "baseline": {**BAR, "test_rows": 4}}
+    card = (export(with_bar, tmp_path / "a", report=report) / "README.md").read_text()
+    assert "test accuracy 0.750 (TF-IDF + logistic regression on the same split: 0.880)" in card
+    with_bar["baseline"]["test_rows"] = 224  # the report is of other rows: no pairing
+    card = (export(with_bar, tmp_path / "b", report=report) / "README.md").read_text()
+    assert "test accuracy 0.750 (" not in card and "fitted on the run's 1,778" in card
+
+
 def test_export_reads_a_checkpoint_file(checkpoint, tmp_path):
     torch.save(checkpoint, tmp_path / "toy.ckpt")
     out = export(tmp_path / "toy.ckpt", tmp_path / "empty")
@@ -243,7 +282,7 @@ def test_export_of_an_unreadable_checkpoint(tmp_path):
 
 def test_export_of_another_tasks_checkpoint(checkpoint, tmp_path):
     foreign = {**checkpoint, "state_dict": {"model.mlm_head.weight": torch.zeros(2)}}
-    with pytest.raises(UserError, match=r"not a classifier checkpoint written by scripts/fit"):
+    with pytest.raises(UserError, match=r"not a classifier checkpoint written by tscratch fit"):
         export(foreign, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -166,7 +166,7 @@ def test_a_pair_checkpoint_without_token_types_is_refused(single_checkpoint, tmp
     with pytest.raises(
         UserError,
         match=r"^the checkpoint was trained on text pairs \('answer'\) but its model has "
-        r"type_vocab_size 0; was it written by fit.py\?$",
+        r"type_vocab_size 0; was it written by tscratch fit\?$",
     ):
         export(broken, tmp_path / "out")
     assert not (tmp_path / "out").exists()

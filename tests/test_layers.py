@@ -1,6 +1,6 @@
 """The package's shape: layers import downward only, and no module imports one that imports it.
 
-scripts -> cli -> training, export, baseline -> model -> nn -> config -> errors
+scripts, __main__ -> cli -> training, export, baseline -> model -> nn -> config -> errors
                       \\-> data (beside the model: never imports model, nn or training)
 """
 
@@ -19,6 +19,8 @@ LAYERS = {
     "cli": 5, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1, "seq2seq": 3,
     "lab": 5,  # experiments on the training side, run by cli/lab.py; may read cli's configs
     "baseline": 4,  # the TF-IDF bar (scripts): reads the splits and the CJK ranges (data)
+    "configs": 1,  # the packaged YAML files and their names: read by cli and lab
+    "__main__": 6,  # `python -m tscratch`: the console command, above everything
 }  # fmt: skip
 # Same rank, kept apart: the data side knows nothing of the model side and vice versa.
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}

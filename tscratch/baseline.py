@@ -1,24 +1,31 @@
 """The bag-of-words bar a trained model should clear: TF-IDF + logistic regression fitted on a
-run's own training split and scored on its validation and test splits
-(`scripts/baseline_tfidf.py`, `scripts/recipe_check.py`). Needs scikit-learn, which tscratch
-itself does not: `pip install "tscratch[baseline]"`.
+run's own training split and scored on its validation and test splits (every `tscratch fit`
+reports it beside its own test score: `tscratch.training.baseline_bar`; `tscratch baseline`,
+`scripts/recipe_check.py`). Needs scikit-learn, a dependency of tscratch.
 
 Terms (`terms`): lower-cased runs of two or more word characters, exactly scikit-learn's default
 for text with spaces; CJK text has no spaces, and that default would make a whole clause one
 term seen once, so each run of CJK ideographs gives its characters and its pairs of adjacent
 characters instead (character unigrams and bigrams, the usual bag of words for Chinese).
 Weights: sublinear tf, idf, terms in at least two training texts; logistic regression with
-C = 10.
+C = 10. The fit runs on one BLAS thread: its vectors are too small to share out, and on a
+busy machine two threads made it 5x slower.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
-from tscratch.data.sources import LabeledSplits
-from tscratch.data.tokenizer import CJK
+from tscratch.data.sources import LabeledSplits, column
+from tscratch.data.tokenizer import CJK, fingerprint
 from tscratch.errors import UserError
+
+RECIPE = "tfidf-sublinear-min_df2+logreg-C10"
+"""Names the settings below in the cache key of `cached_tfidf_scores`: change it with them."""
 
 _CJK_RUN = re.compile(f"[{CJK}]+")
 _WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
@@ -39,7 +46,7 @@ def require_baseline_extra() -> None:
         import sklearn  # noqa: F401
     except ImportError:
         raise UserError(
-            'the TF-IDF baseline needs scikit-learn: pip install "tscratch[baseline]"'
+            "the TF-IDF baseline needs scikit-learn: pip install scikit-learn"
         ) from None
 
 
@@ -50,10 +57,12 @@ def tfidf_scores(splits: LabeledSplits) -> list[dict[str, Any]]:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, f1_score
+    from threadpoolctl import threadpool_limits  # a dependency of scikit-learn
 
     vectorizer = TfidfVectorizer(analyzer=terms, sublinear_tf=True, min_df=2)
     features = vectorizer.fit_transform(splits.train["text"])
-    model = LogisticRegression(C=10.0, max_iter=2000).fit(features, splits.train["labels"])
+    with threadpool_limits(limits=1):  # see the module docstring
+        model = LogisticRegression(C=10.0, max_iter=2000).fit(features, splits.train["labels"])
     results = []
     for name in ("validation", "test"):
         split = splits[name]
@@ -65,4 +74,26 @@ def tfidf_scores(splits: LabeledSplits) -> list[dict[str, Any]]:
                 "f1": f1_score(split["labels"], predicted, average="macro"),
             }
         )
+    return results
+
+
+def cached_tfidf_scores(splits: LabeledSplits, cache_dir: str) -> list[dict[str, Any]]:
+    """`tfidf_scores(splits)`, kept under `cache_dir/baselines/` by a fingerprint of the splits'
+    texts and labels (and the recipe and scikit-learn version), so that runs on the same data
+    (a sweep's trials, a resumed run, the tests' tiny fits) fit it once."""
+    require_baseline_extra()
+    import sklearn
+
+    parts = [RECIPE, sklearn.__version__]
+    for name in ("train", "validation", "test"):
+        parts += [name, column(splits[name], "text"), map(str, column(splits[name], "labels"))]
+    path = Path(cache_dir) / "baselines" / f"{fingerprint(*parts)}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    results = tfidf_scores(splits)
+    results = [{**r, "acc": float(r["acc"]), "f1": float(r["f1"])} for r in results]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
+    tmp.write_text(json.dumps(results), encoding="utf-8")
+    tmp.replace(path)
     return results

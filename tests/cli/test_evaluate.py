@@ -19,7 +19,7 @@ from tscratch.errors import MissingFile
 @pytest.mark.slow
 def test_evaluates_the_checkpoint_on_its_own_test_split(run_script, tiny_run, tmp_path):
     ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
-    proc = run_script("test.py", "--ckpt_path", ckpt, cwd=tmp_path)
+    proc = run_script("test.py", "--model", ckpt, cwd=tmp_path)
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -33,7 +33,7 @@ def test_evaluates_the_checkpoint_on_its_own_test_split(run_script, tiny_run, tm
 @pytest.mark.slow
 def test_output_folder_holds_a_report_that_agrees_with_itself(run_main, tiny_run, tmp_path):
     ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
-    proc = run_main("test.py", "--ckpt_path", ckpt, "--output", "report", cwd=tmp_path)
+    proc = run_main("test.py", "--model", ckpt, "--output", "report", cwd=tmp_path)
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = tmp_path / "report"
@@ -73,7 +73,7 @@ def test_data_with_other_labels_is_refused(run_main, tiny_run, tmp_path):
     (tmp_path / "other.csv").write_text("\n".join(rows), encoding="utf-8")
 
     proc = run_main(
-        "test.py", "--ckpt_path", ckpt, "--data.dataset", "csv",
+        "test.py", "--model", ckpt, "--data.dataset", "csv",
         "--data.data_files", tmp_path / "other.csv", cwd=tmp_path,
     )  # fmt: skip
 
@@ -85,15 +85,15 @@ def test_data_with_other_labels_is_refused(run_main, tiny_run, tmp_path):
 
 
 def test_missing_checkpoint_is_one_line(run_main, tmp_path):
-    proc = run_main("test.py", "--ckpt_path", tmp_path / "nope.ckpt", cwd=tmp_path)
+    proc = run_main("test.py", "--model", tmp_path / "nope.ckpt", cwd=tmp_path)
 
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"error: --ckpt_path {tmp_path / 'nope.ckpt'}: no such file"
+    assert proc.stderr.strip() == f"error: --model {tmp_path / 'nope.ckpt'}: no such file"
 
 
 def test_output_that_is_a_file_is_one_line(capsys, tmp_path):
     (tmp_path / "taken").write_text("", encoding="utf-8")
-    code = main(["--ckpt_path", "any.ckpt", "--output", str(tmp_path / "taken")])
+    code = main(["--model", "any.ckpt", "--output", str(tmp_path / "taken")])
 
     assert code == 2
     assert capsys.readouterr().err == (
@@ -103,7 +103,7 @@ def test_output_that_is_a_file_is_one_line(capsys, tmp_path):
 
 def test_flags_are_spelled_as_fit_and_the_earlier_spellings_still_work():
     new = parser().parse_args(
-        ["--ckpt_path", "x.ckpt", "--data.dataset", "csv", "--data.data_files", "a.csv",
+        ["--model", "x.ckpt", "--data.dataset", "csv", "--data.data_files", "a.csv",
          "--data.batch_size", "8", "--trainer.accelerator", "cpu"]
     )  # fmt: skip
     old = parser().parse_args(
@@ -124,7 +124,7 @@ def test_config_gives_the_data_section_of_a_fit_config(tmp_path):
 
 
 def test_more_than_one_device_is_refused(capsys):
-    assert main(["--ckpt_path", "any.ckpt", "--trainer.devices", "2"]) == 2
+    assert main(["--model", "any.ckpt", "--trainer.devices", "2"]) == 2
     assert capsys.readouterr().err == (
-        "error: --trainer.devices (2): test.py evaluates on one device; pass 1\n"
+        "error: --trainer.devices (2): tscratch test evaluates on one device; pass 1\n"
     )

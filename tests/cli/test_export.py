@@ -26,7 +26,7 @@ def test_exports_the_tiny_run_with_onnx(best_ckpt, tmp_path, capsys):
     metrics.write_text('{"test/acc": 0.25, "test/f1": 0.125, "test/loss": 1.5}\n')
     out = tmp_path / "bbc"
 
-    args = ["--ckpt_path", str(best_ckpt), "--out", str(out), "--onnx", "--metrics", str(metrics)]
+    args = ["--model", str(best_ckpt), "--out", str(out), "--onnx", "--metrics", str(metrics)]
     code = main(args)
 
     assert code == 0, capsys.readouterr().err
@@ -47,27 +47,27 @@ def test_exports_the_tiny_run_with_onnx(best_ckpt, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_script_exits_2_with_one_line(run_script, tmp_path):
-    proc = run_script("export.py", "--ckpt_path", "missing.ckpt", "--out", "out", cwd=tmp_path)
+    proc = run_script("export.py", "--model", "missing.ckpt", "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr == "error: --ckpt_path missing.ckpt: no such file\n"
+    assert proc.stderr == "error: --model missing.ckpt: no such file\n"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_checkpoint_exits_2(capsys, tmp_path):
-    assert main(["--ckpt_path", "/missing.ckpt", "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == "error: --ckpt_path /missing.ckpt: no such file\n"
+    assert main(["--model", "/missing.ckpt", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == "error: --model /missing.ckpt: no such file\n"
 
 
 @pytest.mark.parametrize("flags", [["--onnx"], ["--quantize"], ["--onnx", "--quantize"]])
 def test_onnx_without_the_extra_exits_2(capsys, monkeypatch, tmp_path, flags):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` fails
-    assert main(["--ckpt_path", "/missing.ckpt", "--out", str(tmp_path / "out"), *flags]) == 2
+    assert main(["--model", "/missing.ckpt", "--out", str(tmp_path / "out"), *flags]) == 2
     assert capsys.readouterr().err == f"error: {flags[0]} {EXTRA}\n"
 
 
 def test_missing_metrics_file_exits_2(capsys, tmp_path):
     missing = tmp_path / "metrics.json"
-    assert main(["--ckpt_path", "c.ckpt", "--out", "o", "--metrics", str(missing)]) == 2
+    assert main(["--model", "c.ckpt", "--out", "o", "--metrics", str(missing)]) == 2
     assert capsys.readouterr().err == f"error: --metrics {missing}: no such file\n"
 
 
@@ -75,9 +75,9 @@ def test_missing_metrics_file_exits_2(capsys, tmp_path):
 def test_metrics_that_are_not_numbers_exit_2(capsys, tmp_path, content):
     metrics = tmp_path / "metrics.json"
     metrics.write_text(content)
-    assert main(["--ckpt_path", "c.ckpt", "--out", "o", "--metrics", str(metrics)]) == 2
+    assert main(["--model", "c.ckpt", "--out", "o", "--metrics", str(metrics)]) == 2
     assert capsys.readouterr().err == (
-        f"error: --metrics {metrics}: expected one JSON object of numbers, as scripts/test.py "
+        f"error: --metrics {metrics}: expected one JSON object of numbers, as tscratch test "
         "prints\n"
     )
 
@@ -96,13 +96,13 @@ def _report_folder(folder, label_names):
 @pytest.mark.slow
 def test_report_puts_the_per_class_table_and_picture_on_the_card(best_ckpt, tmp_path, capsys):
     # the checkpoint's label names: export once without a report to read them
-    assert main(["--ckpt_path", str(best_ckpt), "--out", str(tmp_path / "probe")]) == 0
+    assert main(["--model", str(best_ckpt), "--out", str(tmp_path / "probe")]) == 0
     labels = json.loads((tmp_path / "probe" / "config.json").read_text())["label_names"]
     report = _report_folder(tmp_path / "report", labels)
     out = tmp_path / "bbc"
 
     code = main(
-        ["--ckpt_path", str(best_ckpt), "--out", str(out), "--report", str(tmp_path / "report")]
+        ["--model", str(best_ckpt), "--out", str(out), "--report", str(tmp_path / "report")]
     )
 
     assert code == 0, capsys.readouterr().err
@@ -117,19 +117,19 @@ def test_report_puts_the_per_class_table_and_picture_on_the_card(best_ckpt, tmp_
 
 
 def test_report_folder_without_metrics_exits_2(capsys, tmp_path):
-    args = ["--ckpt_path", "x.ckpt", "--out", str(tmp_path / "o"), "--report", str(tmp_path)]
+    args = ["--model", "x.ckpt", "--out", str(tmp_path / "o"), "--report", str(tmp_path)]
     assert main(args) == 2
     assert capsys.readouterr().err == (
-        f"error: --report {tmp_path}: no metrics.json there; run scripts/test.py --output\n"
+        f"error: --report {tmp_path}: no metrics.json there; run tscratch test --output\n"
     )
 
 
 @pytest.mark.slow
 def test_report_of_other_labels_exits_2(best_ckpt, capsys, tmp_path):
     _report_folder(tmp_path / "report", ["a", "b"])
-    args = ["--ckpt_path", str(best_ckpt), "--out", str(tmp_path / "o")]
+    args = ["--model", str(best_ckpt), "--out", str(tmp_path / "o")]
     assert main([*args, "--report", str(tmp_path / "report")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: the report's labels ['a', 'b'] are not the model's [")
-    assert err.endswith("pass the report scripts/test.py wrote for this checkpoint\n")
+    assert err.endswith("pass the report tscratch test wrote for this checkpoint\n")
     assert not (tmp_path / "o").exists()

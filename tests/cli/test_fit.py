@@ -56,7 +56,12 @@ def test_fit_writes_checkpoints_config_and_nothing_else(tiny_run):
 def test_fit_prints_a_summary(tiny_run):
     out = tiny_run.proc.stdout
     best = next((tiny_run.run / "checkpoints").glob("best-*.ckpt"))
-    assert re.search(r"^test accuracy \d\.\d{4}, macro-F1 \d\.\d{4}$", out, re.M)
+    assert re.search(
+        r"^test accuracy \d\.\d{4}, macro-F1 \d\.\d{4} \(TF-IDF \+ logistic regression on the "
+        r"same split: accuracy \d\.\d{4}, macro-F1 \d\.\d{4}\)\nThe model is ",
+        out,
+        re.M,
+    )  # the bar itself: tests/training/test_baseline_bar.py
     assert f"best checkpoint: {best}\n" in out
     assert f"last checkpoint: {tiny_run.run / 'checkpoints' / 'last.ckpt'}\n" in out
     assert f"see the run: tensorboard --logdir {tiny_run.root / 'lightning_logs'}" in out
@@ -136,7 +141,10 @@ def test_unknown_argument_exits_2(argv, capsys, tmp_path):
         main(["--model.d_modle", "32", "--trainer.default_root_dir", str(tmp_path)])
 
     assert exit_info.value.code == 2
-    assert "error: unrecognized arguments: --model.d_modle 32\n" in capsys.readouterr().err
+    assert capsys.readouterr().err == (  # one line, with the nearest real options
+        "error: unrecognized arguments: --model.d_modle 32; did you mean --model.d_model or "
+        "--model.pad_id or --model.d_ff?\n"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -191,9 +199,10 @@ def test_epochs_are_left_to_the_data_only_when_neither_epochs_nor_steps_are_give
 
 
 def test_auto_outside_the_cli_is_one_error_line():
-    with pytest.raises(UserError, match=r"data.max_length 'auto' is chosen from the data by fit"):
+    by_fit = "is chosen from the data by tscratch fit"
+    with pytest.raises(UserError, match=rf"data.max_length 'auto' {by_fit}"):
         TextClassificationData(max_length="auto")
-    with pytest.raises(UserError, match=r"data.vocab_size 'auto' is chosen from the data by fit"):
+    with pytest.raises(UserError, match=rf"data.vocab_size 'auto' {by_fit}"):
         TextClassificationData(vocab_size="auto")
     with pytest.raises(UserError, match=r"model.token_dropout 'auto' is chosen from the data"):
         ClassificationTask(token_dropout="auto", vocab_size=50, d_model=16, num_heads=2)

@@ -90,15 +90,15 @@ def test_generate_prints_one_line_per_text_from_args_files_and_stdin(
     article.write_text("Shares in the firm rose.\n\nProfits jumped by a third.\n")
     monkeypatch.setattr(sys, "stdin", io.StringIO("The election is in May.\n\nRain fell.\n"))
     code = generate.main(
-        ["--ckpt_path", ckpt, "Shares fell", "--file", str(article), "--num_beams", "1"]
+        ["--model", ckpt, "Shares fell", "--file", str(article), "--num_beams", "1"]
     )
     assert code == 0
     assert len(capsys.readouterr().out.splitlines()) == 2  # the argument, the whole file
-    args = ["--ckpt_path", ckpt, "--file", "-", "--per_line", "--max_new_tokens", "3"]
+    args = ["--model", ckpt, "--file", "-", "--per_line", "--max_new_tokens", "3"]
     assert generate.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(len(line.split()) <= 3 for line in lines)
-    assert generate.main(["--ckpt_path", ckpt, "Shares fell", "--no_repeat_ngram_size", "1"]) == 0
+    assert generate.main(["--model", ckpt, "Shares fell", "--no_repeat_ngram_size", "1"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
 
 
@@ -139,13 +139,14 @@ def test_bad_options_are_one_line_and_write_nothing(
                 "hyper_parameters": {"num_classes": 5},
             },
             ["TEXT"],
-            "--ckpt_path {path} is a classifier (fit.py), not a checkpoint written by "
-            "fit_seq2seq.py; pass one from the checkpoints/ folder of a fit_seq2seq.py run",
+            "--model {path} is a classifier (tscratch fit), not a checkpoint written by "
+            "tscratch fit-seq2seq; pass one from the checkpoints/ folder of a tscratch "
+            "fit-seq2seq run",
         ),
         (
             {"state_dict": {"model.head.bias": torch.zeros(1)}, "hyper_parameters": {}},
             ["TEXT"],
-            "--ckpt_path {path} is a masked-LM encoder (pretrain.py), not a checkpoint",
+            "--model {path} is a masked-LM encoder (tscratch pretrain), not a checkpoint",
         ),
         (None, [], "no input: pass texts as arguments or --file FILE ('-' for stdin)"),
         (None, ["TEXT", "--num_beams", "0"], "--num_beams (0) must be at least 1"),
@@ -164,7 +165,7 @@ def test_generate_errors_are_one_line(make, args, message, tmp_path, monkeypatch
     path = tmp_path / "model.ckpt"
     if make is not None:
         torch.save(make, path)
-    assert generate.main(["--ckpt_path", str(path), *args]) == 2
+    assert generate.main(["--model", str(path), *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
     assert message.format(path=path) in err
@@ -186,7 +187,7 @@ def test_without_config_seq2seq_yaml_is_the_default_and_every_config_parses(monk
 
 def test_baselines_score_a_checkpoint_on_the_same_rows(tiny_seq2seq, capsys):
     ckpt = str(last_ckpt(tiny_seq2seq))
-    args = ["--split", "validation", "--ckpt_path", ckpt, "--num_beams", "1"]
+    args = ["--split", "validation", "--model", ckpt, "--num_beams", "1"]
     assert headline_baselines.main([*args, "--no_repeat_ngram_size", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 5 and out[-1].startswith("last.ckpt (beams 1, no-repeat 1)")
@@ -202,10 +203,10 @@ def test_baselines_score_a_checkpoint_on_the_same_rows(tiny_seq2seq, capsys):
     assert headline_baselines.main([*args, "--no_repeat_ngram_size", "-1"]) == 2
     err = capsys.readouterr().err
     assert err == "error: --no_repeat_ngram_size (-1) must be 0 (off) or positive\n"
-    assert headline_baselines.main([*args, "--seed", "7"]) == 2
+    assert headline_baselines.main([*args, "--data.seed", "7"]) == 2
     assert capsys.readouterr().err == (
-        f"error: --ckpt_path {ckpt} was trained with data.seed 42, these rows come from "
-        "--seed 7; pass --seed 42 to score it on its own split\n"
+        f"error: --model {ckpt} was trained with data.seed 42, these rows come from "
+        "--data.seed 7; pass --data.seed 42 to score it on its own split\n"
     )
 
 

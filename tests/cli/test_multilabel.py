@@ -204,11 +204,11 @@ def test_a_csv_with_a_delimiter_trains_too(mixes, shared_cache, tmp_path):
 
 @pytest.mark.slow
 def test_scripts_test_refuses_a_multi_label_checkpoint_in_one_line(run, capsys):
-    assert evaluate_main(["--ckpt_path", str(run.best)]) == 2
+    assert evaluate_main(["--model", str(run.best)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: {run.best} is a multi-label model; scripts/test.py reports single-label models "
-        "only: fit.py tests it at the end of training with its tuned thresholds (test/f1 macro, "
-        "test/f1_micro, test/acc exact match)"
+        f"error: {run.best} is a multi-label model; tscratch test reports single-label models "
+        "only: tscratch fit tests it at the end of training with its tuned thresholds (test/f1 "
+        "macro, test/f1_micro, test/acc exact match)"
     )
 
 

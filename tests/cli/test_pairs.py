@@ -358,13 +358,14 @@ TRAINED = "trained with --data.text_pair_column answer"
          r"\.jsonl, \.json, \.parquet\) with a column of texts and one of their pairs, not one "
          r"text per line; or pass --pair TEXT TEXT_PAIR$"),
         (["--input", "-"], r"--input -: a text-pair model reads a table"),
-        (["--pair", "a", "b", "--text_pair_column", "x"],
-         r"--text_pair_column x needs --input FILE with one of \.csv, \.jsonl, \.json, \.parquet$"),
+        (["--pair", "a", "b", "--data.text_pair_column", "x"],
+         r"--data\.text_pair_column x needs --input FILE with one of \.csv, \.jsonl, \.json, "
+         r"\.parquet$"),
         ([], r"no input: pass texts as arguments, --pair TEXT TEXT_PAIR \(for a pair model\) or "
          r"--input FILE$"),
         (["--input", "{t.csv}"], r"--input .*t\.csv: text_column 'question' not found; "
          r"available columns: \['a', 'b'\]$"),
-        (["--input", "{t.csv}", "--text_column", "a"], r"--input .*t\.csv: text_pair_column "
+        (["--input", "{t.csv}", "--data.text_column", "a"], r"--input .*t\.csv: text_pair_column "
          r"'answer' not found; available columns: \['a', 'b'\]$"),
         (["--input", "{num.jsonl}"], r"--input .*num\.jsonl: column 'answer' holds int values "
          r"\(row 0\), not text; pass the column of texts as --text_pair_column$"),
@@ -397,10 +398,10 @@ def test_the_trained_columns_are_the_default_columns(pair_folder, capsys, tmp_pa
     assert got == open_classifier(pair_folder).predict(texts, pairs)
 
 
-@pytest.mark.parametrize("flags", [["--pair", "a", "b"], ["x", "--text_pair_column", "b"]])
+@pytest.mark.parametrize("flags", [["--pair", "a", "b"], ["x", "--data.text_pair_column", "b"]])
 def test_a_single_text_model_refuses_pairs(single_folder, capsys, flags):
     assert predict(["--model", single_folder, *flags]) == 2
-    flag = flags[0] if flags[0] == "--pair" else "--text_pair_column"
+    flag = flags[0] if flags[0] == "--pair" else "--data.text_pair_column"
     assert capsys.readouterr().err == (
         f"error: {flag}: this model reads single texts (it was trained without "
         "--data.text_pair_column); pass texts as arguments or --input FILE\n"

@@ -21,7 +21,8 @@ import torch
 from tests.helpers import REPO, script_env
 from tests.test_export import checkpoint  # noqa: F401 - a fixture (as in test_serve)
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.predict import document_logits, main, windows
+from tscratch.cli.predict import main
+from tscratch.cli.predict_logits import document_logits, windows
 from tscratch.export import export
 
 TEXTS = [
@@ -92,7 +93,7 @@ def test_table_rows_keep_multiline_texts_in_input_order(
     table = tmp_path / f"inputs{suffix}"
     write_table(table, [{"id": i, "body": text} for i, text in enumerate(TEXTS)])  # guessed
 
-    results = predict(capsys, "--model", folder, "--input", str(table), "--batch_size", "2")
+    results = predict(capsys, "--model", folder, "--input", str(table), "--data.batch_size", "2")
 
     assert_same(results, classifier.predict(TEXTS))
     assert results[1]["text"] == "ham and eggs,\nthen a sunny morning"
@@ -101,7 +102,7 @@ def test_table_rows_keep_multiline_texts_in_input_order(
 def test_text_column_names_the_column(folder, classifier, capsys, tmp_path):
     table = tmp_path / "inputs.csv"
     write_table(table, [{"text": "ignored", "msg": text} for text in TEXTS])
-    results = predict(capsys, "--model", folder, "--input", str(table), "--text_column", "msg")
+    results = predict(capsys, "--model", folder, "--input", str(table), "--data.text_column", "msg")
     assert_same(results, classifier.predict(TEXTS))
 
 
@@ -124,7 +125,7 @@ def test_sorted_batches_come_back_in_input_order_with_a_progress_bar(
 ):
     texts = [f"{'ham and eggs ' * (i % 5)}text {i}" for i in range(11)]  # mixed lengths
     (tmp_path / "in.txt").write_text("\n".join(texts), encoding="utf-8")
-    code = main(["--model", folder, "--input", str(tmp_path / "in.txt"), "--batch_size", "3"])
+    code = main(["--model", folder, "--input", str(tmp_path / "in.txt"), "--data.batch_size", "3"])
     captured = capsys.readouterr()
     assert code == 0
     assert_same([json.loads(line) for line in captured.out.splitlines()], classifier.predict(texts))
@@ -237,11 +238,14 @@ def _table(tmp_path, name: str, content: str | bytes) -> str:
             r"--input .*num\.jsonl: column 'text' holds int values \(row 1\), not text; pass",
         ),
         (
-            ["--input", "{t.csv}", "--text_column", "zz"],
+            ["--input", "{t.csv}", "--data.text_column", "zz"],
             r"--input .*t\.csv: text_column 'zz' not found; available columns: \['a', 'b'\]",
         ),
         (["--input", "{t.csv}"], r"--input .*t\.csv: cannot guess the text column from \['a'"),
-        (["x", "--text_column", "a"], r"--text_column a needs --input FILE with one of \.csv"),
+        (
+            ["x", "--data.text_column", "a"],
+            r"--data\.text_column a needs --input FILE with one of \.csv",
+        ),
         (["x", "--top_k", "0"], r"--top_k \(0\) must be at least 1"),
         (["x", "--top_k", "4"], r"--top_k \(4\) must be at most the number of labels \(3\)"),
         (["x", "--long_text", "chunk", "--stride", "-1"], r"--stride \(-1\) must be in \[0, 23\)"),
@@ -249,7 +253,7 @@ def _table(tmp_path, name: str, content: str | bytes) -> str:
         (["x", "--long_text", "chunk", "--stride", "23"], r"--stride \(23\) must be in \[0, 23\) "),
         (["x", "--stride", "3"], r"--stride \(3\) applies only with --long_text chunk"),
         (["x", "--output", "{out.txt}"], r"--output .*out\.txt: unknown file type '\.txt'; use"),
-        (["x", "--batch_size", "0"], r"--batch_size \(0\) must be at least 1"),
+        (["x", "--data.batch_size", "0"], r"--data\.batch_size \(0\) must be at least 1"),
         (["x", "--model", "/missing"], r"/missing: no such file or folder; pass a \.ckpt"),
     ],
 )
@@ -288,7 +292,7 @@ def best_ckpt(tiny_run):
 def test_script_reads_stdin_with_the_old_ckpt_path_flag(best_ckpt, shared_cache, tmp_path):
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
-    command = [sys.executable, str(REPO / "scripts" / "predict.py"), "--ckpt_path", str(best_ckpt)]
+    command = [sys.executable, str(REPO / "scripts" / "predict.py"), "--model", str(best_ckpt)]
     proc = subprocess.run(
         [*command, "Shares fell sharply.", "--input", "-"], input="The striker scored.\n\n",
         cwd=work, env=script_env(shared_cache, home), capture_output=True, text=True, timeout=300,

@@ -50,7 +50,7 @@ def test_checkpoint_holds_an_encoder_that_loads_strictly_and_its_tokenizer(pretr
     }
     TransformerEncoder(config).load_state_dict(state, strict=True)
     assert '"[MASK]"' in checkpoint["tokenizer_json"] and checkpoint["max_length"] == 64
-    assert f"fine-tune it: python scripts/fit.py --model.init_from {last}" in proc.stdout
+    assert f"fine-tune it: tscratch fit --model.init_from {last}" in proc.stdout
     assert len(list(last.parent.glob("best-*.ckpt"))) == 1  # by val/loss
     task = MaskedLMTask.from_checkpoint(checkpoint)  # the tied weight loads under both names
     assert task.model.head.decoder.weight is task.model.encoder.tok_emb.weight
@@ -162,6 +162,6 @@ def test_pretrain_then_fit_then_predict(pretrain_run, run_main, tmp_path):
 
     alone = tmp_path / "alone.ckpt"
     shutil.copy(last, alone)
-    proc = run_main("predict.py", "--ckpt_path", alone, "Shares fell sharply", cwd=tmp_path)
+    proc = run_main("predict.py", "--model", alone, "Shares fell sharply", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert '"label"' in proc.stdout

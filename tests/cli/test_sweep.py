@@ -160,8 +160,8 @@ def test_failing_trials_are_marked_and_three_in_a_row_stop(in_process, tmp_path,
     assert run(out, "--space", path, n_trials=5) == 2
     refused = "d_model (30) must be divisible by num_heads (4)"
     assert capsys.readouterr().err.splitlines()[-1] == (  # after any tokenizing progress bar
-        f"error: 3 trials in a row failed, the last with: {refused}; fix the fit.py options or "
-        f"the search space"
+        f"error: 3 trials in a row failed, the last with: {refused}; fix the tscratch fit options "
+        f"or the search space"
     )
     trials = load(out).trials
     assert [t.state.name for t in trials] == ["FAIL"] * 3
@@ -212,8 +212,8 @@ def space(tmp_path: Path, text: str) -> str:
     ("params", "message"),
     [
         ("model.lrr: {low: 0.1, high: 1.0}",
-         "model.lrr: unknown parameter; not a model or data option of fit.py"),
-        ("lr: {low: 0.1, high: 1.0}", "lr: unknown parameter; name fit.py options in full"),
+         "model.lrr: unknown parameter; not a model or data option of tscratch fit"),
+        ("lr: {low: 0.1, high: 1.0}", "lr: unknown parameter; name tscratch fit options in full"),
         ("model.vocab_size: {choices: [100]}", "model.vocab_size: unknown parameter"),
         ("model.lr: {low: 0.01, high: 0.001}", "model.lr: low (0.01) must be below high (0.001)"),
         ("model.lr: {low: 0.0, high: 0.1, log: true}",
@@ -269,8 +269,8 @@ def test_bad_space_file_is_one_error_line(text, message, in_process, tmp_path, c
         (["--timeout", "-5"], "--timeout (-5.0) must be a positive number of seconds"),
         (["--n_trials", "two"], "argument --n_trials: invalid int value: 'two'"),
         (["--model.d_modle", "32"],
-         "fit.py rejects the sweep's config and options: unrecognized arguments: "
-         "--model.d_modle 32"),
+         "tscratch fit rejects the sweep's config and options: unrecognized arguments: "
+         "--model.d_modle 32; did you mean --model.d_model or --model.pad_id or --model.d_ff?"),
     ],
 )  # fmt: skip
 def test_bad_option_is_one_error_line(args, message, in_process, tmp_path, capsys):

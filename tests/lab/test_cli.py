@@ -45,7 +45,7 @@ def test_unknown_experiment_is_one_line_listing_the_names(capsys):
 def test_bad_flags_are_one_line(capsys, args, message):
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {message} (see python scripts/lab.py --help)\n"
+    assert err == f"error: {message} (see tscratch lab --help)\n"
 
 
 def test_toy_run_writes_its_files_and_prints_the_table(tmp_path, capsys, lab_cache):

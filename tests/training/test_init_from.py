@@ -136,9 +136,7 @@ def test_fit_from_a_checkpoint_then_predict(run_main, source_ckpt, tmp_path):
     assert trained["hyper_parameters"]["init_from"] == str(source_ckpt)
 
     shutil.copy(last, tmp_path / "alone.ckpt")  # predicting needs nothing but the file
-    proc = run_main(
-        "predict.py", "--ckpt_path", tmp_path / "alone.ckpt", "Shares fell", cwd=tmp_path
-    )
+    proc = run_main("predict.py", "--model", tmp_path / "alone.ckpt", "Shares fell", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout)["label"] in trained["hyper_parameters"]["label_names"]
 

@@ -132,7 +132,8 @@ def test_inverse_frequency_refuses_a_class_without_rows():
         ([1.0, math.nan, 2.0], r"class_weights \[1.0, nan, 2.0\]: every weight must be a pos"),
         ([1.0, math.inf, 2.0], r"class_weights \[1.0, inf, 2.0\]: every weight must be a pos"),
         ("balanced", r"class_weights 'balanced' must be 'auto', 'none' or a list of numbers"),
-        ("auto", r"class_weights 'auto' is computed from the training labels by fit.py; pass a"),
+        ("auto",
+         r"class_weights 'auto' is computed from the training labels by tscratch fit; pass a"),
     ],
 )  # fmt: skip
 def test_bad_class_weights_are_one_line_errors(weights, message):

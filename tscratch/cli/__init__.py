@@ -1,3 +1,98 @@
-"""Entry points that `scripts/*.py` call: `fit` (the LightningCLI), `pretrain`, `evaluate`
-(test.py), `predict`, `export` and `serve`; `classifiers.open_classifier` is what the last three
-share to open a model."""
+"""The `tscratch` command: one table of sub-commands, each a module of this package with a `main`.
+
+`tscratch NAME [OPTIONS]` (or `python -m tscratch NAME ...`) imports only the module that NAME
+names, so `tscratch --help` and a misspelt command answer without importing torch, and
+`tscratch predict` on an exported folder never imports Lightning. `scripts/NAME.py` files are
+aliases of the same commands. `tests/cli/test_command.py` keeps this table and the parsers in
+step: every entry's module exists, has a `main`, and answers `--help`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command: the module of `tscratch.cli` whose `main(argv)` runs it, and one line
+    for `tscratch --help`."""
+
+    name: str
+    summary: str
+
+    @property
+    def module(self) -> str:
+        return f"tscratch.cli.{self.name}"
+
+
+# In the order a user meets them: train, check, use, then the tools around them.
+COMMANDS: dict[str, Command] = {
+    "fit": Command("fit", "train a classifier (LightningCLI: --model.* --data.* --trainer.*)"),
+    "test": Command("evaluate", "score a checkpoint or exported folder on a test split"),
+    "predict": Command("predict", "label texts, a file or stdin with a trained model"),
+    "export": Command("export", "write a checkpoint as a folder anyone can load (+ ONNX, int8)"),
+    "serve": Command("serve", "answer HTTP requests with a trained model (LitServe)"),
+    "pretrain": Command("pretrain", "masked-LM pretraining on raw text, for --model.init_from"),
+    "baseline": Command("baseline", "TF-IDF + logistic regression on fit's exact splits: the bar"),
+    "sweep": Command("sweep", "hyperparameter search over fit runs (Optuna)"),
+    "fit-seq2seq": Command("fit_seq2seq", "train the encoder-decoder to write BBC headlines"),
+    "generate": Command("generate", "write headlines with a trained encoder-decoder"),
+    "headline-baselines": Command("headline_baselines", "ROUGE of extractive headline baselines"),
+    "lab": Command("lab", "run the claims lab: small experiments that test design claims"),
+    "bbc-pairs": Command("bbc_pairs", "build the BBC 'same topic?' text-pair task as CSV files"),
+    "bbc-multilabel": Command("bbc_multilabel", "build the BBC multi-label task as JSON lines"),
+}  # fmt: skip
+
+
+def usage() -> str:
+    """`tscratch --help`: every command with its one line."""
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
+    return "\n".join(
+        [
+            "usage: tscratch COMMAND [OPTIONS]   (tscratch COMMAND --help for its options)",
+            "",
+            "A Transformer encoder written from scratch in PyTorch, trained with Lightning.",
+            "",
+            "commands:",
+            *lines,
+        ]
+    )
+
+
+def run(name: str, argv: list[str]) -> int:
+    """Runs command `name` on `argv`, its usage lines saying `tscratch NAME`.
+
+    `sys.argv` is left as it is: Lightning starts DDP workers by running it again.
+    """
+    from tscratch.cli import parsing
+
+    main = importlib.import_module(COMMANDS[name].module).main
+    saved, parsing.PROG = parsing.PROG, f"tscratch {name}"
+    try:
+        return main(argv) or 0
+    finally:
+        parsing.PROG = saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`tscratch COMMAND [OPTIONS]`: the console script (see pyproject's `[project.scripts]`)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        from tscratch.version import __version__
+
+        print(f"tscratch {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        near = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(near)}?" if near else "tscratch --help lists them"
+        print(f"error: no command {name!r}; {hint}", file=sys.stderr)
+        return 2
+    return run(name, rest)

@@ -1,5 +1,5 @@
-"""fit.py's `auto` settings: read the training split, apply `tscratch.training.recipe`'s rules,
-write the values into the parsed config (so the run's config.yaml records numbers) and print
+"""tscratch fit's `auto` settings: read the training split, apply `tscratch.training.recipe`'s
+rules, write the values into the parsed config (so the run's config.yaml records numbers) and print
 what was chosen and why. `model.class_weights auto` is resolved here too, from the training
 split's label counts (`tscratch.training.losses.inverse_frequency`)."""
 

@@ -1,22 +1,22 @@
-"""Build the BBC multi-label topic task: `python scripts/bbc_multilabel.py --out DIR`.
+"""Build the BBC multi-label topic task: `tscratch bbc-multilabel --out DIR`.
 
 Writes DIR/train.jsonl, DIR/validation.jsonl and DIR/test.jsonl of two-article texts labelled
 with their topics (`--format csv` writes `|`-joined label cells instead; see
-`tscratch.data.bbc_multilabel`); then `python scripts/fit.py --data.dataset DIR` trains a
+`tscratch.data.bbc_multilabel`); then `tscratch fit --data.dataset DIR` trains a
 multi-label model on them (with `--data.label_delimiter "|"` for the CSV files).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.bbc_multilabel import write_topic_mixes
 from tscratch.errors import UserError, report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--out", required=True, help="folder for the train, validation and test files")
     add("--train_rows", type=int, default=2000, help="rows of the train file")
@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--seed", type=int, default=0, help="seed of the article pools and of the rows")
     add(
         "--format", dest="fmt", choices=["jsonl", "csv"], default="jsonl",
-        help="jsonl: label lists; csv: labels joined by '|' (fit.py: --data.label_delimiter '|')",
+        help="jsonl: label lists; csv: labels joined by '|' "
+             "(tscratch fit: --data.label_delimiter '|')",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:

@@ -1,21 +1,21 @@
-"""Build the BBC "same topic?" pair task as CSV files: `python scripts/bbc_pairs.py --out DIR`.
+"""Build the BBC "same topic?" pair task as CSV files: `tscratch bbc-pairs --out DIR`.
 
 Writes DIR/train.csv, DIR/validation.csv and DIR/test.csv with columns `text,text_pair,label`
 (see `tscratch.data.bbc_pairs`); then
-`python scripts/fit.py --data.dataset DIR --data.text_pair_column text_pair` trains on them.
+`tscratch fit --data.dataset DIR --data.text_pair_column text_pair` trains on them.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.bbc_pairs import write_same_topic_pairs
 from tscratch.errors import UserError, report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
     add("--out", required=True, help="folder for train.csv, validation.csv and test.csv")
     add("--train_pairs", type=int, default=2000, help="rows of train.csv")

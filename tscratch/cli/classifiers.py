@@ -1,19 +1,19 @@
 """One way to open a trained classifier, whatever the user hands over.
 
-`open_classifier(SOURCE)` takes a fit.py checkpoint (`.ckpt`), an exported folder, or an exported
-`model.onnx` / `model.int8.onnx` file, and returns a `tscratch.export.ExportedClassifier`
+`open_classifier(SOURCE)` takes a tscratch fit checkpoint (`.ckpt`), an exported folder, or an
+exported `model.onnx` / `model.int8.onnx` file, and returns a `tscratch.export.ExportedClassifier`
 (`predict(texts)`, `logits(texts)`, `labels`, `max_length`; a model of text pairs takes
-`predict(texts, pairs)` and says so in `reads_pairs`). predict.py and serve.py use it, so the
-three kinds of model answer the same way.
+`predict(texts, pairs)` and says so in `reads_pairs`). tscratch predict and tscratch serve use it,
+so the three kinds of model answer the same way.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tscratch.checkpoint_files import read_checkpoint
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import ONNX, ONNX_INT8, ExportedClassifier, from_checkpoint, load
-from tscratch.training.checkpointing import read_checkpoint
 
 
 def open_classifier(source: str | Path, device: str = "cpu") -> ExportedClassifier:

@@ -1,4 +1,4 @@
-"""Evaluate a checkpoint on a dataset split: `python scripts/test.py --ckpt_path CKPT`.
+"""Evaluate a checkpoint on a dataset split: `tscratch test --model CKPT`.
 
 By default it rebuilds the data exactly as the run that wrote the checkpoint did (same source,
 columns, split fractions and seed, all stored in the checkpoint) and reports accuracy and
@@ -6,9 +6,9 @@ macro-F1 on its test split. `--data.dataset`/`--data.data_files` evaluate on oth
 instead; the checkpoint's own tokenizer is always used, and the labels must be ones the model
 knows.
 
-Flags are spelled as fit.py's (`--data.*`, `--trainer.accelerator`, `--trainer.devices`,
-`--trainer.precision`), and `--config FILE` takes a fit.py config, of which the `data:` section
-is used, so one YAML describes the data for training and evaluation. The earlier spellings
+Flags are spelled as tscratch fit's (`--data.*`, `--trainer.accelerator`, `--trainer.devices`,
+`--trainer.precision`), and `--config FILE` takes a tscratch fit config, of which the `data:`
+section is used, so one YAML describes the data for training and evaluation. The earlier spellings
 (`--dataset`, `--data_files`, `--batch_size`, ...) still work.
 
 It prints a table (per-class precision, recall, F1 and support, the macro average, accuracy,
@@ -19,7 +19,6 @@ expected calibration error, the confusion matrix) and, as its last line, the JSO
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -30,7 +29,8 @@ from typing import Any
 import lightning as L
 import yaml
 
-from tscratch.cli.launch import packaged_config
+from tscratch.cli.parsing import ArgumentParser
+from tscratch.configs import packaged_config
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import read_checkpoint
@@ -53,7 +53,7 @@ def evaluate(
     """The checkpoint's results on a test split, from one pass over it.
 
     Args:
-        ckpt_path: a checkpoint written by fit.py.
+        ckpt_path: a checkpoint written by tscratch fit.
         overrides: data settings replacing the checkpoint's (`dataset`, `data_files`, ...);
             None values are ignored.
         trainer_args: `accelerator`, `devices` (1: one process sees every test row, none
@@ -65,16 +65,16 @@ def evaluate(
     """
     path = Path(ckpt_path)
     if not path.is_file():
-        raise MissingFile(f"--ckpt_path {ckpt_path}: no such file")
+        raise MissingFile(f"--model {ckpt_path}: no such file")
     checkpoint = read_checkpoint(path)  # once; CRC-checked, data only: one line if broken
     model = ClassificationTask.from_checkpoint(checkpoint)
     if model.tokenizer_json is None:
         raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
     if model.multi_label is not None:  # the report (confusion, calibration) is single-label
         raise UserError(
-            f"{path} is a multi-label model; scripts/test.py reports single-label models only: "
-            "fit.py tests it at the end of training with its tuned thresholds (test/f1 macro, "
-            "test/f1_micro, test/acc exact match)"
+            f"{path} is a multi-label model; tscratch test reports single-label models only: "
+            "tscratch fit tests it at the end of training with its tuned thresholds "
+            "(test/f1 macro, test/f1_micro, test/acc exact match)"
         )
     data_args = {
         k: v
@@ -116,19 +116,26 @@ def evaluate(
     return {**metrics, "report": report}
 
 
-def parser() -> argparse.ArgumentParser:
-    """test.py's flags, spelled as fit.py's (the earlier spellings as aliases)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ckpt_path", required=True, help="checkpoint written by fit.py")
-    parser.add_argument("--config", "-c", help="a fit.py config: its data: section is used")
-    data = parser.add_argument_group("data (as fit.py's; flags win over --config)")
-    data.add_argument("--data.dataset", "--dataset", dest="dataset", help="other data to test on")
-    data.add_argument("--data.name", "--name", dest="name", help="hub dataset configuration")
-    data.add_argument("--data.data_files", "--data_files", dest="data_files", nargs="+")
-    data.add_argument("--data.text_column", "--text_column", dest="text_column")
-    data.add_argument("--data.label_column", "--label_column", dest="label_column")
-    data.add_argument("--data.batch_size", "--batch_size", dest="batch_size", type=int)
-    trainer = parser.add_argument_group("trainer (as fit.py's)")
+def parser() -> ArgumentParser:
+    """test's flags, spelled as fit's (the earlier spellings accepted with a notice)."""
+    old = ("dataset", "name", "data_files", "text_column", "label_column", "batch_size")
+    parser = ArgumentParser(
+        description=__doc__.splitlines()[0],
+        renamed={"--ckpt_path": "--model", **{f"--{k}": f"--data.{k}" for k in old}},
+    )
+    parser.add_argument(
+        "--model", dest="ckpt_path", required=True, metavar="CKPT",
+        help="checkpoint written by tscratch fit",
+    )  # fmt: skip
+    parser.add_argument("--config", "-c", help="a fit config: its data: section is used")
+    data = parser.add_argument_group("data (as fit's; flags win over --config)")
+    data.add_argument("--data.dataset", dest="dataset", help="other data to test on")
+    data.add_argument("--data.name", dest="name", help="hub dataset configuration")
+    data.add_argument("--data.data_files", dest="data_files", nargs="+")
+    data.add_argument("--data.text_column", dest="text_column")
+    data.add_argument("--data.label_column", dest="label_column")
+    data.add_argument("--data.batch_size", dest="batch_size", type=int)
+    trainer = parser.add_argument_group("trainer (as tscratch fit's)")
     trainer.add_argument("--trainer.accelerator", dest="accelerator", default="auto")
     trainer.add_argument("--trainer.devices", dest="devices", type=int, default=1)
     trainer.add_argument("--trainer.precision", dest="precision", default=None)
@@ -147,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.devices != 1:  # each process would report on its own shard of the test split
         return report(
             UserError(
-                f"--trainer.devices ({args.devices}): test.py evaluates on one device; pass 1"
+                f"--trainer.devices ({args.devices}): tscratch test evaluates on one device; pass 1"
             )
         )
     trainer_args = {"accelerator": args.accelerator, "devices": args.devices}
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def config_data(file: str) -> dict[str, Any]:
-    """The `data:` section of a fit.py config file (a packaged name like `default` works too),
+    """The `data:` section of a tscratch fit config file (a packaged name like `default` works too),
     limited to what selects and reads the data."""
     path = Path(packaged_config(file))
     if not path.is_file():
@@ -179,6 +186,6 @@ def config_data(file: str) -> dict[str, Any]:
         section = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data") or {}
     except (yaml.YAMLError, AttributeError) as error:
         raise UserError(
-            f"--config {file} is not a fit.py config ({type(error).__name__})"
+            f"--config {file} is not a tscratch fit config ({type(error).__name__})"
         ) from None
     return {k: section[k] for k in (*_DATA_KEYS, "batch_size") if section.get(k) is not None}

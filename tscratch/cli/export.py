@@ -1,11 +1,11 @@
 """Export a checkpoint as a folder that loads without Lightning: `tscratch.load(DIR)`.
 
-`python scripts/export.py --ckpt_path CKPT --out DIR [--onnx] [--quantize] [--report DIR]`
+`tscratch export --model CKPT --out DIR [--onnx] [--quantize] [--report DIR]`
 writes config.json, model.safetensors, tokenizer.json and a README.md model card (see
 `tscratch.export`); `--onnx` adds model.onnx, `--quantize` model.int8.onnx. `--report` takes
-the folder `scripts/test.py --output` writes (per-class table and confusion matrix on the card);
-`--metrics` the JSON line test.py prints. The run's config.yaml, when it sits where
-fit.py leaves it (next to the `checkpoints/` folder), is copied as training_config.yaml.
+the folder `tscratch test --output` writes (per-class table and confusion matrix on the card);
+`--metrics` the JSON line tscratch test prints. The run's config.yaml, when it sits where
+tscratch fit leaves it (next to the `checkpoints/` folder), is copied as training_config.yaml.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import math
 import sys
 from pathlib import Path
 
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.export import export, require_export_extra
 from tscratch.training.checkpointing import read_checkpoint
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> Path:
     report, picture = _read_report(args.report) if args.report else (None, None)
     path = Path(args.ckpt_path)
     if not path.is_file():
-        raise MissingFile(f"--ckpt_path {args.ckpt_path}: no such file")
+        raise MissingFile(f"--model {args.ckpt_path}: no such file")
     checkpoint = read_checkpoint(path)  # data only; one line if torn or foreign
     task = ClassificationTask.from_checkpoint(checkpoint)
     if task.tokenizer_json is None:
@@ -63,40 +64,43 @@ def _read_metrics(name: str) -> dict[str, float]:
         ok = False
     if not ok:
         raise UserError(
-            f"--metrics {name}: expected one JSON object of numbers, as scripts/test.py prints"
+            f"--metrics {name}: expected one JSON object of numbers, as tscratch test prints"
         )
     return {str(k): float(v) for k, v in metrics.items()}
 
 
 def _read_report(name: str) -> tuple[dict, Path | None]:
-    """The metrics.json (and confusion_matrix.png, if there) of `scripts/test.py --output`."""
+    """The metrics.json (and confusion_matrix.png, if there) of `tscratch test --output`."""
     folder = Path(name)
     path = folder / "metrics.json"
     if not path.is_file():
-        raise MissingFile(f"--report {name}: no metrics.json there; run scripts/test.py --output")
+        raise MissingFile(f"--report {name}: no metrics.json there; run tscratch test --output")
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
         ok = isinstance(report, dict) and {"per_class", "accuracy", "macro_f1"} <= report.keys()
     except ValueError:
         ok = False
     if not ok:
-        raise UserError(f"--report {name}: {path} is not a report written by scripts/test.py")
+        raise UserError(f"--report {name}: {path} is not a report written by tscratch test")
     picture = folder / "confusion_matrix.png"
     return report, picture if picture.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ckpt_path", required=True, help="checkpoint written by fit.py")
+    parser = ArgumentParser(description=__doc__.splitlines()[0], renamed={"--ckpt_path": "--model"})
+    parser.add_argument(
+        "--model", dest="ckpt_path", required=True, metavar="CKPT",
+        help="checkpoint written by tscratch fit",
+    )  # fmt: skip
     parser.add_argument("--out", required=True, help="folder to create (must not hold files)")
     parser.add_argument("--onnx", action="store_true", help="also write model.onnx")
     parser.add_argument(
         "--quantize", action="store_true", help="also write model.int8.onnx (implies --onnx)"
     )
-    parser.add_argument("--metrics", help="JSON file of test metrics (scripts/test.py output)")
+    parser.add_argument("--metrics", help="JSON file of test metrics (tscratch test output)")
     parser.add_argument(
         "--report",
-        help="folder written by scripts/test.py --output: per-class table and confusion picture "
+        help="folder written by tscratch test --output: per-class table and confusion picture "
         "on the model card",
     )
     args = parser.parse_args(argv)

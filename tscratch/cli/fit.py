@@ -1,4 +1,4 @@
-"""The command line: `python scripts/fit.py [--config FILE] [--model.* --data.* --trainer.*]`.
+"""The command line: `tscratch fit [--config FILE] [--model.* --data.* --trainer.*]`.
 
 A `LightningCLI` that trains, then evaluates the best checkpoint on the test split and prints a
 short summary. What it adds to Lightning's defaults, and why:
@@ -22,7 +22,10 @@ short summary. What it adds to Lightning's defaults, and why:
   to resume (`tscratch.training.callbacks`);
 - an `EarlyStopping` callback (`--trainer.callbacks+=EarlyStopping`) is checked before the run
   and, when it ends the run, the stop is stated against the scheduled length
-  (`tscratch.cli.stopping`).
+  (`tscratch.cli.stopping`);
+- the bag-of-words bar: TF-IDF + logistic regression fitted on the run's own training split is
+  reported beside the test score, logged and stored in the checkpoints
+  (`tscratch.training.baseline_bar`; `--baseline false` skips it).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.pretrained import Pretrained
+from tscratch.training.baseline_bar import BaselineBar
 from tscratch.training.callbacks import GracefulStop
 from tscratch.training.checkpointing import (
     RESUME_KEYS,
@@ -143,6 +147,14 @@ class TScratchCLI(LightningCLI):
         if self.test_after_fit:
             parser.add_argument(
                 "--test", type=bool, default=True, help="Evaluate the best checkpoint on test."
+            )
+        if self.test_after_fit and issubclass(self._datamodule_class, TextClassificationData):
+            parser.add_argument(
+                "--baseline",
+                type=bool,
+                default=True,
+                help="Fit TF-IDF + logistic regression on the same training split and report "
+                "it beside the test score (seconds; cached per split).",
             )
 
     def check_resume(self) -> None:
@@ -246,7 +258,7 @@ def trainer_defaults(extra_callbacks: list[L.Callback] | None = None) -> dict[st
 def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = None) -> int:
     """Train, test the best checkpoint and print a summary. Returns the exit code.
 
-    `callbacks` join the Trainer's own (scripts/sweep.py passes its pruning callback).
+    `callbacks` join the Trainer's own (tscratch sweep passes its pruning callback).
     """
     console()
     try:
@@ -256,9 +268,11 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
             TextClassificationData,
             args,
             default="default",
-            trainer_defaults=trainer_defaults(extra_callbacks=callbacks),
+            trainer_defaults=trainer_defaults(extra_callbacks=[BaselineBar(), *(callbacks or [])]),
         )
         config, trainer, model = cli.config, cli.trainer, cli.model
+        if (bar := baseline_bar(trainer)) is not None:
+            bar.enabled = config.baseline
         # Before fit: a bad combination fails here, before the run folder or any file is written.
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None
@@ -277,11 +291,19 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
     return 0
 
 
+def baseline_bar(trainer: L.Trainer) -> BaselineBar | None:
+    """The trainer's `BaselineBar` callback, if it has one."""
+    return next((cb for cb in trainer.callbacks if isinstance(cb, BaselineBar)), None)
+
+
 def _log_final_metrics(trainer) -> None:
     """Log the run's final figures as hp/ metrics (TensorBoard shows them in its HPARAMS tab):
-    best validation accuracy, test accuracy and F1. Any logger takes them."""
+    best validation accuracy, test accuracy and F1, and the TF-IDF bar's test accuracy and F1.
+    Any logger takes them."""
     metrics = trainer.callback_metrics
     final = {"hp/test_acc": metrics.get("test/acc"), "hp/test_f1": metrics.get("test/f1")}
+    for name in ("acc", "f1"):
+        final[f"hp/baseline_{name}"] = metrics.get(f"test/baseline_{name}")
     final["hp/best_val_acc"] = trainer.checkpoint_callback.best_model_score
     final = {k: float(v) for k, v in final.items() if v is not None}
     for logger in trainer.loggers:
@@ -299,11 +321,17 @@ def _summary(trainer, best: str | None) -> None:
     else:
         see = f"logs: {log_dir}"
     multi = getattr(trainer.lightning_module, "multi_label", None) is not None
+    bar = baseline_bar(trainer)
+    beside, verdict = "", None
+    if bar is not None:
+        beside, verdict = bar.beside(), bar.verdict(None if acc is None else float(acc))
     log.info(
-        "\ntest %s %.4f, macro-F1 %.4f\nbest checkpoint: %s\nlast checkpoint: %s\n%s",
+        "\ntest %s %.4f, macro-F1 %.4f%s\n%sbest checkpoint: %s\nlast checkpoint: %s\n%s",
         "exact match (multi-label, tuned thresholds)" if multi else "accuracy",
         float(acc) if acc is not None else float("nan"),
         float(f1) if f1 is not None else float("nan"),
+        beside,
+        f"{verdict}\n" if verdict else "",
         best,
         Path(last) / "last.ckpt",
         see,

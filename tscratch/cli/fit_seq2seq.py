@@ -1,11 +1,11 @@
-"""The encoder-decoder command line: `python scripts/fit_seq2seq.py [--config NAME] [--model.*
+"""The encoder-decoder command line: `tscratch fit-seq2seq [--config NAME] [--model.*
 --data.* --trainer.*]`.
 
-Headline generation on BBC News with `TransformerSeq2Seq`: fit.py's `TScratchCLI` with the
-seq2seq task and data module, so everything fit.py adds to Lightning holds here too: flat
+Headline generation on BBC News with `TransformerSeq2Seq`: tscratch fit's `TScratchCLI` with the
+seq2seq task and data module, so everything tscratch fit adds to Lightning holds here too: flat
 architecture flags from `Seq2SeqConfig`, packaged configs (`seq2seq.yaml` by default, `--config
 seq2seq_tiny`), the precision policy, `last.ckpt` at every save point, `--ckpt_path last` exact
-resume, atomic checkpoints, Ctrl-C/SIGTERM saving, `--model.init_from` (a pretrain.py
+resume, atomic checkpoints, Ctrl-C/SIGTERM saving, `--model.init_from` (a tscratch pretrain
 checkpoint's architecture, encoder weights and tokenizer), one-line errors. The best checkpoint
 is the one with the highest validation ROUGE-L, which `--test` evaluates with beam search.
 """
@@ -41,8 +41,8 @@ class Seq2SeqCLI(TScratchCLI):
 
 
 def seq2seq_trainer_defaults() -> dict[str, Any]:
-    """fit.py's trainer defaults, with sample headlines and cross-attention maps instead of the
-    classifier's pictures."""
+    """tscratch fit's trainer defaults, with sample headlines and cross-attention maps instead of
+    the classifier's pictures."""
     defaults = trainer_defaults()
     callbacks = [cb for cb in defaults["callbacks"] if not isinstance(cb, ValidationPictures)]
     defaults["callbacks"] = [*callbacks, HeadlineSamples()]
@@ -100,7 +100,7 @@ def _summary(trainer, best: str | None) -> None:
     log.info(
         "\ntest ROUGE-1 %.4f, ROUGE-2 %.4f, ROUGE-L %.4f (F-measure, beam search, %d beams)\n"
         "best checkpoint: %s\nlast checkpoint: %s\n"
-        'generate headlines: python scripts/generate.py --ckpt_path %s "TEXT"',
+        'generate headlines: tscratch generate --model %s "TEXT"',
         *scores,
         beams,
         best,

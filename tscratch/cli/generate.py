@@ -1,9 +1,9 @@
-"""Headlines from a trained encoder-decoder: `scripts/generate.py`.
+"""Headlines from a trained encoder-decoder: `tscratch generate`.
 
-`python scripts/generate.py --ckpt_path CKPT [TEXT ...] [--file FILE|- ...] [--per_line]` prints
+`tscratch generate --model CKPT [TEXT ...] [--file FILE|- ...] [--per_line]` prints
 one generated line per input text, in input order: the texts given as arguments first, then each
 `--file` (`-` is stdin), a whole file being one text, or with `--per_line` each non-blank line.
-The checkpoint (written by fit_seq2seq.py, read as data only) carries the tokenizer and the
+The checkpoint (written by tscratch fit-seq2seq, read as data only) carries the tokenizer and the
 start/end ids; texts are cut at its source `max_length`, as in training.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.training.checkpointing import CheckpointError, read_checkpoint
@@ -22,8 +23,8 @@ from tscratch.training.seq2seq import Seq2SeqTask
 
 
 def open_generator(path: str) -> Seq2SeqTask:
-    """The trained task of a fit_seq2seq.py checkpoint, in eval mode on the CPU; one line for a
-    missing or broken file, or another script's checkpoint."""
+    """The trained task of a tscratch fit-seq2seq checkpoint, in eval mode on the CPU; one line for
+    a missing or broken file, or another script's checkpoint."""
     return generator_from(read_checkpoint(Path(path)), path)
 
 
@@ -32,14 +33,14 @@ def generator_from(checkpoint: dict, path: str) -> Seq2SeqTask:
     hparams = checkpoint.get("hyper_parameters") or {}
     if "num_decoder_layers" not in hparams or checkpoint.get("tokenizer_json") is None:
         if "num_classes" in hparams:
-            kind = "a classifier (fit.py)"
+            kind = "a classifier (tscratch fit)"
         elif any(k.startswith("model.head.") for k in checkpoint["state_dict"]):
-            kind = "a masked-LM encoder (pretrain.py)"
+            kind = "a masked-LM encoder (tscratch pretrain)"
         else:
             kind = "not tscratch's encoder-decoder"
         raise CheckpointError(
-            f"--ckpt_path {path} is {kind}, not a checkpoint written by fit_seq2seq.py; pass "
-            "one from the checkpoints/ folder of a fit_seq2seq.py run"
+            f"--model {path} is {kind}, not a checkpoint written by tscratch fit-seq2seq; pass "
+            "one from the checkpoints/ folder of a tscratch fit-seq2seq run"
         )
     return Seq2SeqTask.from_checkpoint(checkpoint).eval()
 
@@ -82,10 +83,13 @@ def headlines(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0], renamed={"--ckpt_path": "--model"})
     add = parser.add_argument
     add("texts", nargs="*", help="texts to write headlines for (before those of --file)")
-    add("--ckpt_path", required=True, help="a checkpoint written by fit_seq2seq.py")
+    add(
+        "--model", dest="ckpt_path", required=True, metavar="CKPT",
+        help="a checkpoint written by tscratch fit-seq2seq",
+    )  # fmt: skip
     add(
         "--file", action="append", default=[], metavar="FILE",
         help="a file of text, '-' for stdin (repeatable): one text per file, or per line "

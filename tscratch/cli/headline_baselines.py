@@ -1,13 +1,13 @@
-"""Extractive baselines for headline generation: `scripts/headline_baselines.py`.
+"""Extractive baselines for headline generation: `tscratch headline-baselines`.
 
 Two rules that read only the body, scored with the same ROUGE code as the encoder-decoder's
 validation and test (`tscratch.training.rouge.rouge`), on the same split (`headline_pairs`,
-fit.py's split for bbc_news):
+tscratch fit's split for bbc_news):
 
 - lead-N: the body's first N words, N the mean training headline length in words, rounded;
 - first sentence: the body's first sentence (within its first paragraph).
 
-`--ckpt_path CKPT` (repeatable) scores fit_seq2seq.py checkpoints on the same rows in the same
+`--model CKPT` (repeatable) scores `tscratch fit-seq2seq` checkpoints on the same rows in the same
 table, with their own decoding settings or those given (`--num_beams`,
 `--no_repeat_ngram_size`), so decoding choices can be compared without training again.
 """
@@ -20,6 +20,7 @@ import statistics
 from pathlib import Path
 
 from tscratch.cli.generate import generator_from, headlines
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.seq2seq_pairs import Pair, headline_pairs
 from tscratch.errors import UserError, report
 from tscratch.training.checkpointing import read_checkpoint
@@ -72,8 +73,8 @@ def check_same_split(checkpoint: dict, path: str, args: argparse.Namespace) -> N
     for key in SPLIT_OPTIONS:
         if key in data and data[key] != getattr(args, key):
             raise UserError(
-                f"--ckpt_path {path} was trained with data.{key} {data[key]!r}, these rows "
-                f"come from --{key} {getattr(args, key)!r}; pass --{key} {data[key]} to "
+                f"--model {path} was trained with data.{key} {data[key]!r}, these rows "
+                f"come from --data.{key} {getattr(args, key)!r}; pass --data.{key} {data[key]} to "
                 "score it on its own split"
             )
 
@@ -81,7 +82,7 @@ def check_same_split(checkpoint: dict, path: str, args: argparse.Namespace) -> N
 def checkpoint_scores(
     args: argparse.Namespace, pairs: dict[str, list[Pair]], split: str, options: dict
 ) -> list[dict]:
-    """ROUGE of each --ckpt_path's generations on `split`; `options` override its decoding."""
+    """ROUGE of each --model's generations on `split`; `options` override its decoding."""
     rows, references = pairs[split], [p.target for p in pairs[split]]
     results = []
     for path in args.ckpt_path:
@@ -99,25 +100,30 @@ def checkpoint_scores(
     return results
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> ArgumentParser:
+    old = ("dataset", "source_column", "target_column", "data_files", "seed", "val_fraction",
+           "test_fraction")  # fmt: skip
+    parser = ArgumentParser(
+        description=__doc__.splitlines()[0],
+        renamed={"--ckpt_path": "--model", **{f"--{k}": f"--data.{k}" for k in old}},
+    )
     add = parser.add_argument
-    add("--dataset", default="bbc_news", help="as fit_seq2seq.py's --data.dataset")
-    add("--source_column", help="as --data.source_column (not for bbc_news)")
-    add("--target_column", help="as --data.target_column (not for bbc_news)")
-    add("--data_files", help="as --data.data_files, for the csv/json/parquet builders")
-    add("--seed", type=int, default=42, help="the split's seed (data.seed)")
-    add("--val_fraction", type=float, default=0.1, help="as --data.val_fraction")
-    add("--test_fraction", type=float, default=0.1, help="as --data.test_fraction")
+    add("--data.dataset", dest="dataset", default="bbc_news", help="as fit-seq2seq's")
+    add("--data.source_column", dest="source_column", help="as fit-seq2seq's (not bbc_news)")
+    add("--data.target_column", dest="target_column", help="as fit-seq2seq's (not bbc_news)")
+    add("--data.data_files", dest="data_files", help="for the csv/json/parquet builders")
+    add("--data.seed", dest="seed", type=int, default=42, help="the split's seed")
+    add("--data.val_fraction", dest="val_fraction", type=float, default=0.1, help="as fit's")
+    add("--data.test_fraction", dest="test_fraction", type=float, default=0.1, help="as fit's")
     add("--split", choices=["validation", "test"], default="test", help="the split scored")
     add(
-        "--ckpt_path", action="append", default=[], metavar="CKPT",
-        help="also score this fit_seq2seq.py checkpoint (repeatable)",
+        "--model", dest="ckpt_path", action="append", default=[], metavar="CKPT",
+        help="also score this tscratch fit-seq2seq checkpoint (repeatable)",
     )  # fmt: skip
-    add("--num_beams", type=int, metavar="K", help="beams for --ckpt_path (default: its own)")
+    add("--num_beams", type=int, metavar="K", help="beams for --model (default: its own)")
     add(
         "--no_repeat_ngram_size", type=int, metavar="N",
-        help="n-gram blocking for --ckpt_path (default: its own; 0 off)",
+        help="n-gram blocking for --model (default: its own; 0 off)",
     )  # fmt: skip
     return parser
 

@@ -1,4 +1,4 @@
-"""The lab's entry point: `python scripts/lab.py NAME [--out DIR] [--toy] [--seeds S ...]`.
+"""The lab's entry point: `tscratch lab NAME [--out DIR] [--toy] [--seeds S ...]`.
 
 Runs one experiment of `tscratch.lab.EXPERIMENTS` (its module is imported only then), writes its
 figure, table and settings under `--out` (default `lab_results/NAME/`, git-ignored) with
@@ -26,12 +26,12 @@ log = logging.getLogger("tscratch")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, like every other tscratch error
-        raise UserError(f"{message} (see python scripts/lab.py --help)")
+        raise UserError(f"{message} (see tscratch lab --help)")
 
 
 def parse_args(args: list[str]) -> argparse.Namespace:
     p = _Parser(
-        prog="lab.py",
+        prog="tscratch lab",
         allow_abbrev=False,
         description="Run one lab experiment: a figure and a table testing one of the "
         f"article's claims. Experiments: {', '.join(EXPERIMENTS)}.",

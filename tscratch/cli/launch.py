@@ -1,5 +1,5 @@
-"""What the three training commands (fit.py, pretrain.py, fit_seq2seq.py) share before their
-work starts: console output, packaged config names, and building their `LightningCLI`.
+"""What the three training commands (tscratch fit, tscratch pretrain, tscratch fit-seq2seq) share
+before their work starts: console output, packaged config names, and building their `LightningCLI`.
 
 - Log lines go to stdout as plain messages; two warnings that say nothing to a user are
   silenced (Lightning 2.6's `LeafSpec` notice under torch 2.13, and LightningCLI's note that
@@ -10,24 +10,73 @@ work starts: console output, packaged config names, and building their `Lightnin
 - Every command builds its CLI the same way: not run by Lightning (`run=False`, each command
   drives fit/test itself), seed 0 when none is given, the run's `config.yaml` rewritten on
   resume.
+- A mistake on the command line is one `error:` line with the nearest real options
+  (`OneLineParser`), never a page of usage; no option is taken by its prefix
+  (`--trainer.max_epoch` is refused, not read as `max_epochs`); an unknown config name lists the
+  packaged ones.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import warnings
-from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+from tscratch.cli import parsing
+from tscratch.cli.parsing import nearest
+from tscratch.configs import CONFIGS, packaged_config
+
+
+class OneLineParser(LightningArgumentParser):
+    """LightningCLI's parser, with mistakes reported on one line (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # jsonargparse parses nested parsers this way: let it raise
+            super().error(message, ex)
+        message = " ".join(message.split())
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        hint = ""
+        if unknown:
+            known = list(self._option_string_actions)
+            flags = [a.partition("=")[0] for a in unknown.group(1).split() if a.startswith("-")]
+            near = [n for flag in flags for n in nearest(flag, known)]
+            hint = f"; did you mean {' or '.join(dict.fromkeys(near))}?" if near else ""
+        prog = self.prog.replace(" [options]", "")
+        sys.stderr.write(f"error: {message}{hint or f' ({prog} --help lists the options)'}\n")
+        self.exit(2)
+
+
+# Lightning's lines that say nothing about this run: hardware it did not find, advertising, and
+# a note on its own internals. What it says about the run (seed, checkpoints restored) stays.
+_NOISE = (
+    "GPU available: False",
+    "TPU available: False",
+    "HPU available: False",
+    "\N{ELECTRIC LIGHT BULB} Tip:",
+    "Loading `train_dataloader` to estimate number of stepping batches",
+)
+
+
+class _QuietLightning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_NOISE)
 
 
 def console() -> None:
-    """Plain log lines on stdout, and no warnings that say nothing to a user."""
+    """Plain log lines on stdout, and no warnings or notices that say nothing to a user."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        quiet = logging.getLogger(name)
+        if not any(isinstance(f, _QuietLightning) for f in quiet.filters):
+            quiet.addFilter(_QuietLightning())
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
 
@@ -44,6 +93,7 @@ def build_cli(
     resolved and `<default>.yaml` underneath when no `--config` is given; not yet run. Call
     `console()` first, before anything logs."""
     args, defaults = with_configs(sys.argv[1:] if args is None else args, default=default)
+    prog = {} if parsing.PROG is None else {"prog": parsing.PROG}
     return cli_class(
         task,
         data,
@@ -52,7 +102,8 @@ def build_cli(
         seed_everything_default=0,  # what `true` means, without Lightning's "No seed found"
         trainer_defaults=trainer_defaults,
         save_config_kwargs={"overwrite": True},
-        parser_kwargs={"default_config_files": defaults},
+        parser_class=OneLineParser,
+        parser_kwargs={"default_config_files": defaults, **prog},
     )
 
 
@@ -60,7 +111,7 @@ def with_configs(args: list[str], default: str = "default") -> tuple[list[str], 
     """The arguments with config names resolved, and the default config files.
 
     `--config tiny` is the packaged tiny.yaml. Without any `--config`, the packaged
-    `<default>.yaml` (default.yaml for fit.py) is the parser's default config (flags override
+    `<default>.yaml` (default.yaml for tscratch fit) is the parser's default config (flags override
     it; `--help` shows its values); with one, no file is layered underneath: a config never
     inherits from another behind the user's back.
     """
@@ -79,11 +130,3 @@ def with_configs(args: list[str], default: str = "default") -> tuple[list[str], 
             resolved.append(args[i])
         i += 1
     return resolved, [] if named else [str(CONFIGS / f"{default}.yaml")]
-
-
-def packaged_config(name: str) -> str:
-    """`tiny` -> the path of tscratch/configs/tiny.yaml; anything else is returned as given."""
-    candidate = CONFIGS / f"{name}.yaml"
-    if "/" not in name and not name.endswith((".yaml", ".yml", ".json")) and candidate.is_file():
-        return str(candidate)
-    return name

@@ -1,4 +1,4 @@
-"""fit.py's side of text pairs: a model that reads pairs needs token types 0 and 1.
+"""tscratch fit's side of text pairs: a model that reads pairs needs token types 0 and 1.
 
 With `--data.text_pair_column`, the data gives each batch `token_type_ids` (0 on `[CLS] a [SEP]`,
 1 on `b [SEP]`), and the encoder adds a learned embedding per type only when its

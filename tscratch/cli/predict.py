@@ -1,14 +1,14 @@
-"""Labels for one text or a million: `scripts/predict.py`.
+"""Labels for one text or a million: `tscratch predict`.
 
-`python scripts/predict.py --model SOURCE [TEXT ...] [--input FILE|-] [--output FILE]` prints
+`tscratch predict --model SOURCE [TEXT ...] [--input FILE|-] [--output FILE]` prints
 (or writes) one object per text, in input order: `{"text", "label", "probabilities"}`. SOURCE is
-whatever `open_classifier` opens: a fit.py checkpoint (read as data only), an exported folder, or
-its `model.onnx` / `model.int8.onnx`. File formats are described in `tscratch.cli.predict_io`.
+whatever `open_classifier` opens: a tscratch fit checkpoint (read as data only), an exported folder,
+or its `model.onnx` / `model.int8.onnx`. File formats are described in `tscratch.cli.predict_io`.
 
 A model trained on text pairs (`--data.text_pair_column`) reads pairs only: `--pair TEXT
 TEXT_PAIR` (repeatable) or `--input` a table with a column of texts and one of their pairs
-(`--text_column`, `--text_pair_column`); its objects also hold `text_pair`. A single-text model
-refuses pairs, and a pair model single texts, with one line.
+(`--data.text_column`, `--data.text_pair_column`); its objects also hold `text_pair`. A
+single-text model refuses pairs, and a pair model single texts, with one line.
 
 A multi-label model (trained on a label column of lists) prints `{"text", "labels",
 "probabilities"}`: `labels` maps every label whose probability reaches its threshold (tuned on
@@ -24,120 +24,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
-from tqdm import tqdm
-
-from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.predict_io import check_output, read_inputs, read_pair_inputs, write_results
-from tscratch.data.encoding import encode_ids
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.errors import UserError, report
-from tscratch.export import ExportedClassifier
 
-
-def windows(
-    ids: Sequence[int], special: Sequence[int], max_length: int, stride: int
-) -> list[list[int]]:
-    """Overlapping windows of at most `max_length` ids that together cover a tokenized text.
-
-    A text that fits is one window, unchanged. Otherwise the ids between the leading special
-    token (`[CLS]`) and a closing one (a BERT tokenizer's `[SEP]`), if the tokenizer adds them,
-    are cut into pieces that overlap by `stride` ids (the last one is moved back to end with the
-    text, so every window is full), and each piece gets the same head and tail; the first window
-    is the text as `encode_ids` cuts it.
-
-    Args:
-        ids: the text's token ids, special tokens included.
-        special: the tokenizer's `special_tokens_mask` of `ids` (1 = special token).
-        max_length: the most ids the model reads at once.
-        stride: ids shared by neighbouring windows; less than the room left for text.
-    """
-    if len(ids) <= max_length:
-        return [list(ids)]
-    head = list(ids[:1]) if special[0] else []
-    tail = list(ids[-1:]) if special[-1] else []
-    body = ids[len(head) : len(ids) - len(tail)]
-    width = max_length - len(head) - len(tail)
-    if not 0 <= stride < width:
-        raise ValueError(f"stride ({stride}) must be in [0, {width})")
-    out, start = [], 0
-    while start + width < len(body):
-        out.append([*head, *body[start : start + width], *tail])
-        start += width - stride
-    # The last window ends with the text and is full (it may share more than `stride` ids with
-    # the one before): a sliver of a few new tokens would otherwise weigh as much as a window.
-    out.append([*head, *body[len(body) - width :], *tail])
-    return out
-
-
-def document_logits(
-    classifier: ExportedClassifier,
-    texts: Sequence[str],
-    long_text: str = "truncate",
-    stride: int = 0,
-    batch_size: int = 32,
-    progress: bool = False,
-) -> Tensor:
-    """Float32 logits (N, C) of `texts`, in order.
-
-    Args:
-        classifier: the model (see `open_classifier`).
-        texts: the documents.
-        long_text: "truncate" reads the first `max_length` tokens of each text, as training
-            did; "chunk" reads every token through `windows` and gives a document the mean of
-            its windows' logits, so its softmax is the normalised geometric mean of the
-            windows' probabilities.
-        stride: tokens shared by neighbouring windows ("chunk" only).
-        batch_size: rows (texts or windows) per forward pass.
-        progress: show a progress bar on stderr when there is more than one batch.
-    """
-    if long_text == "truncate":
-        ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
-        return sorted_logits(classifier, ids, batch_size, progress)
-    rows, owners = [], []
-    for doc, encoding in enumerate(classifier.tokenizer.encode_batch(list(texts))):
-        cut = windows(encoding.ids, encoding.special_tokens_mask, classifier.max_length, stride)
-        rows += cut
-        owners += [doc] * len(cut)
-    logits = sorted_logits(classifier, rows, batch_size, progress)  # (windows, C)
-    owner = torch.tensor(owners, dtype=torch.long)
-    sums = torch.zeros(len(texts), logits.shape[1]).index_add_(0, owner, logits)  # (N, C)
-    return sums / torch.bincount(owner, minlength=len(texts))[:, None]
-
-
-def sorted_logits(
-    classifier: ExportedClassifier,
-    ids: Sequence[list[int]],
-    batch_size: int,
-    progress: bool,
-    token_type_ids: Sequence[list[int]] | None = None,
-) -> Tensor:
-    """`classifier.logits_of_ids(ids)`, run longest first so each batch holds rows of similar
-    length (less padding), and returned in the order of `ids`. A pair model's rows come with
-    their `token_type_ids`."""
-    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
-    out = torch.empty(len(ids), len(classifier.labels))
-    quiet = not progress or len(batches) < 2
-    for batch in tqdm(batches, desc="predict", unit="batch", file=sys.stderr, disable=quiet):
-        types = None if token_type_ids is None else [token_type_ids[i] for i in batch]
-        out[batch] = classifier.logits_of_ids([ids[i] for i in batch], len(batch), types)
-    return out
-
-
-def pair_logits(
-    classifier: ExportedClassifier,
-    texts: Sequence[str],
-    pairs: Sequence[str],
-    batch_size: int = 32,
-    progress: bool = False,
-) -> Tensor:
-    """Float32 logits (N, C) of a pair model for (`texts[i]`, `pairs[i]`), in order; each pair
-    cut longest-first to `max_length`, as in training."""
-    ids, types = classifier.encode_pairs(texts, pairs)
-    return sorted_logits(classifier, ids, batch_size, progress, types)
+if TYPE_CHECKING:
+    from tscratch.export import ExportedClassifier
 
 
 def keep_top(result: dict, k: int) -> dict:
@@ -146,8 +39,18 @@ def keep_top(result: dict, k: int) -> dict:
     return {**result, "probabilities": dict(ranked[:k])}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+# Old spellings, still accepted with a notice (see tscratch.cli.parsing).
+RENAMED = {
+    "--ckpt_path": "--model",
+    "--text_column": "--data.text_column",
+    "--text_pair_column": "--data.text_pair_column",
+    "--batch_size": "--data.batch_size",
+    "--device": "--trainer.accelerator",
+}
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(description=__doc__.splitlines()[0], renamed=RENAMED)
     add = parser.add_argument
     add("texts", nargs="*", help="texts to classify (before those of --input)")
     add(
@@ -156,22 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
         "pair to classify together (repeat the flag for more; before those of --input)",
     )  # fmt: skip
     add(
-        "--model", "--ckpt_path", dest="model", required=True, metavar="SOURCE",
-        help="a fit.py .ckpt, an exported folder, or its model.onnx / model.int8.onnx "
-        "(--ckpt_path is the same flag, kept for older commands)",
+        "--model", required=True, metavar="SOURCE",
+        help="a tscratch fit .ckpt, an exported folder, or its model.onnx / model.int8.onnx",
     )  # fmt: skip
     add(
         "--input", metavar="FILE", help="'-' (stdin) or .txt: one text per line; "
-        ".csv/.jsonl/.json/.parquet: one text per row, in --text_column (for a pair model, "
-        "one pair per row, in --text_column and --text_pair_column)",
+        ".csv/.jsonl/.json/.parquet: one text per row, in --data.text_column (for a pair model, "
+        "one pair per row, in --data.text_column and --data.text_pair_column)",
     )  # fmt: skip
     add(
-        "--data.text_column", "--text_column", dest="text_column", metavar="NAME",
+        "--data.text_column", dest="text_column", metavar="NAME",
         help="the column of texts in a table file "
         "(default: guessed from common names such as text, content, review)",
     )  # fmt: skip
     add(
-        "--data.text_pair_column", "--text_pair_column", dest="text_pair_column",
+        "--data.text_pair_column", dest="text_pair_column",
         metavar="NAME", help="for a model trained on text pairs: the column of second texts in "
         "a table file (default: the column name the model was trained with)",
     )  # fmt: skip
@@ -191,11 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         "neighbouring windows (default max_length // 4)",
     )  # fmt: skip
     add(
-        "--data.batch_size", "--batch_size", dest="batch_size", type=int, default=32,
+        "--data.batch_size", dest="batch_size", type=int, default=32,
         metavar="N", help="texts (or windows) per pass",
     )  # fmt: skip
     add(
-        "--trainer.accelerator", "--device", dest="device", default="cpu",
+        "--trainer.accelerator", dest="device", default="cpu",
         help="where a PyTorch model runs: cpu, cuda, cuda:1, mps",
     )  # fmt: skip
     return parser
@@ -203,11 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     """Check the flags, read the texts and the model, and write the results."""
+    # Imported here, after the flags parse: `--help` and a bad flag answer without torch.
+    from tscratch.cli.classifiers import open_classifier
+    from tscratch.cli.predict_io import check_output, write_results
+    from tscratch.cli.predict_logits import document_logits, pair_logits
+
     output = check_output(args.output) if args.output is not None else None
     if args.top_k is not None and args.top_k < 1:
         raise UserError(f"--top_k ({args.top_k}) must be at least 1")
     if args.batch_size < 1:
-        raise UserError(f"--batch_size ({args.batch_size}) must be at least 1")
+        raise UserError(f"--data.batch_size ({args.batch_size}) must be at least 1")
     if args.stride is not None and args.long_text != "chunk":
         raise UserError(f"--stride ({args.stride}) applies only with --long_text chunk")
     if not (args.texts or args.pairs or args.input is not None):  # before the slow load
@@ -253,9 +160,11 @@ def _inputs(
     args: argparse.Namespace, classifier: ExportedClassifier
 ) -> tuple[list[str], list[str] | None]:
     """The texts, and their pairs for a pair model; one line when the inputs do not fit it."""
+    from tscratch.cli.predict_io import read_inputs, read_pair_inputs
+
     if not classifier.reads_pairs:
         if args.pairs or args.text_pair_column is not None:
-            flag = "--pair" if args.pairs else "--text_pair_column"
+            flag = "--pair" if args.pairs else "--data.text_pair_column"
             raise UserError(
                 f"{flag}: this model reads single texts (it was trained without "
                 "--data.text_pair_column); pass texts as arguments or --input FILE"

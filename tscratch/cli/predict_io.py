@@ -1,12 +1,12 @@
-"""The files of `scripts/predict.py`: texts in, results out.
+"""The files of `tscratch predict`: texts in, results out.
 
 Inputs (`--input`): `.txt` holds one text per line (blank lines skipped), as does `-` (stdin);
-`.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in `--text_column` or in a column
-guessed the way training guesses it (`TEXT_COLUMNS`). Table rows are all kept, an empty cell
-as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span lines. For a
-model of text pairs, a table holds one pair per row: the text in `--text_column` (or guessed)
-and its pair in `--text_pair_column` (by default the column the model was trained with); see
-`read_pair_inputs`.
+`.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in `--data.text_column` or in
+a column guessed the way training guesses it (`TEXT_COLUMNS`). Table rows are all kept, an
+empty cell as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span
+lines. For a model of text pairs, a table holds one pair per row: the text in
+`--data.text_column` (or guessed) and its pair in `--data.text_pair_column` (by default the
+column the model was trained with); see `read_pair_inputs`.
 
 Outputs (`--output`): JSON lines (`.jsonl`, the objects printed to stdout without `--output`) or
 CSV (`.csv`: `text,label,prob_<label>...`, a blank cell for a label left out by `--top_k`; pairs
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tscratch.data.sources import TEXT_COLUMNS, pick_column
+from tscratch.data.columns import TEXT_COLUMNS, pick_column
 from tscratch.errors import MissingFile, UserError
 
 TABLES = (".csv", ".jsonl", ".json", ".parquet")
@@ -39,7 +39,7 @@ def read_inputs(texts: Sequence[str], source: str | None, text_column: str | Non
     found = [t for t in texts if t.strip()]
     if text_column is not None and (source is None or Path(source).suffix not in TABLES):
         raise UserError(
-            f"--text_column {text_column} needs --input FILE with one of {', '.join(TABLES)}"
+            f"--data.text_column {text_column} needs --input FILE with one of {', '.join(TABLES)}"
         )
     if source == "-":
         found += [line for line in sys.stdin.read().splitlines() if line.strip()]
@@ -80,15 +80,16 @@ def read_pair_inputs(
     Args:
         given: the `--pair` arguments, two texts each.
         source: the table file, or None.
-        text_column: `--text_column` (default: the model's text column if it was named, else
+        text_column: `--data.text_column` (default: the model's text column if it was named, else
             guessed from `TEXT_COLUMNS`).
-        text_pair_column: `--text_pair_column` (default: the model's pair column).
+        text_pair_column: `--data.text_pair_column` (default: the model's pair column).
         trained_columns: the model's (text column or None, text pair column).
 
     Returns:
         (texts, pairs), one pair per text.
     """
-    for flag, value in (("--text_column", text_column), ("--text_pair_column", text_pair_column)):
+    flags = (("--data.text_column", text_column), ("--data.text_pair_column", text_pair_column))
+    for flag, value in flags:
         if value is not None and (source is None or Path(source).suffix not in TABLES):
             raise UserError(f"{flag} {value} needs --input FILE with one of {', '.join(TABLES)}")
     if source is not None and Path(source).suffix not in TABLES:

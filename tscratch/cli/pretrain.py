@@ -1,13 +1,13 @@
-"""The pretraining command line: `python scripts/pretrain.py [--config NAME] [--model.* --data.*
+"""The pretraining command line: `tscratch pretrain [--config NAME] [--model.* --data.*
 --trainer.*]`.
 
-Masked-LM pretraining of the same `TransformerEncoder` fit.py trains, on raw text. It is fit.py's
-`TScratchCLI` with another task and data module, so everything fit.py adds to Lightning holds
-here too: architecture flags from `EncoderConfig`, packaged configs (`pretrain.yaml` by default,
-`--config pretrain_tiny`), the precision policy, `last.ckpt` at every save point, `--ckpt_path
-last` exact resume, atomic checkpoints, Ctrl-C/SIGTERM saving, one-line errors. The best
-checkpoint is the one with the lowest held-out loss. A checkpoint starts a classifier with
-`python scripts/fit.py --model.init_from PATH.ckpt`.
+Masked-LM pretraining of the same `TransformerEncoder` tscratch fit trains, on raw text. It is
+tscratch fit's `TScratchCLI` with another task and data module, so everything tscratch fit adds to
+Lightning holds here too: architecture flags from `EncoderConfig`, packaged configs (`pretrain.yaml`
+by default, `--config pretrain_tiny`), the precision policy, `last.ckpt` at every save point,
+`--ckpt_path last` exact resume, atomic checkpoints, Ctrl-C/SIGTERM saving, one-line errors. The
+best checkpoint is the one with the lowest held-out loss. A checkpoint starts a classifier with
+`tscratch fit --model.init_from PATH.ckpt`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class PretrainCLI(TScratchCLI):
 
 
 def pretrain_trainer_defaults() -> dict[str, Any]:
-    """fit.py's trainer defaults, with the masked-prediction text instead of the classifier's
+    """tscratch fit's trainer defaults, with the masked-prediction text instead of the classifier's
     pictures."""
     defaults = trainer_defaults()
     callbacks = [cb for cb in defaults["callbacks"] if not isinstance(cb, ValidationPictures)]
@@ -77,7 +77,7 @@ def _summary(trainer) -> None:
     last = Path(folder) / "last.ckpt"
     log.info(
         "\nheld-out perplexity %.2f, masked-token accuracy %.4f\nlast checkpoint: %s\n"
-        "fine-tune it: python scripts/fit.py --model.init_from %s",
+        "fine-tune it: tscratch fit --model.init_from %s",
         math.exp(float(loss)) if loss is not None else float("nan"),
         float(acc) if acc is not None else float("nan"),
         last,

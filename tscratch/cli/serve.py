@@ -1,4 +1,4 @@
-"""Serve a classifier over HTTP with LitServe: `python scripts/serve.py --model DIR|CKPT`.
+"""Serve a classifier over HTTP with LitServe: `tscratch serve --model DIR|CKPT`.
 
 `POST /predict` takes `{"text": "..."}` and answers `{"label", "probabilities"}`, or takes
 `{"texts": [...]}` and answers `{"predictions": [{"label", "probabilities"}, ...]}`. A model
@@ -32,6 +32,7 @@ import sys
 from typing import Any
 
 from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.parsing import ArgumentParser
 from tscratch.cli.serve_requests import API_PATH, Limits, RefuseBadRequests, read_request
 from tscratch.errors import UserError, report
 
@@ -162,7 +163,11 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(
+        description=__doc__.splitlines()[0],
+        renamed={"--ckpt_path": "--model", "--accelerator": "--trainer.accelerator",
+                 "--device": "--trainer.accelerator"},
+    )  # fmt: skip
     add = parser.add_argument
     add("--model", required=True, help="a .ckpt, an exported folder or its model(.int8).onnx")
     add("--host", default="127.0.0.1", choices=HOSTS, help="0.0.0.0 or :: to serve other machines")
@@ -170,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--max_batch_size", type=int, default=32, help="requests per batch, texts per forward")
     add("--batch_timeout", type=float, default=0.01, help="seconds to wait for a batch to fill")
     add("--workers", type=int, default=1, help="model worker processes per device")
-    add("--accelerator", default="auto", choices=("auto", "cpu", "cuda", "mps"), help="device")
+    add("--trainer.accelerator", dest="accelerator", default="auto",
+        choices=("auto", "cpu", "cuda", "mps"), help="where the model runs")  # fmt: skip
     add("--max_texts", type=int, default=256, help="most texts in one request")
     add("--max_text_chars", type=int, default=100_000, help="most characters in one text")
     args = parser.parse_args(argv)

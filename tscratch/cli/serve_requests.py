@@ -1,4 +1,4 @@
-"""What a `POST /predict` to `scripts/serve.py` may hold, checked in the HTTP process.
+"""What a `POST /predict` to `tscratch serve` may hold, checked in the HTTP process.
 
 `read_request` turns a JSON payload into texts (and pairs, for a model of text pairs) or raises
 `BadRequest` with an HTTP status and a one-line reason; `RefuseBadRequests`, an ASGI middleware,

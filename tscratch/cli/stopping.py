@@ -1,4 +1,4 @@
-"""Early stopping in fit.py: Lightning's `EarlyStopping` callback, checked before the run and
+"""Early stopping in tscratch fit: Lightning's `EarlyStopping` callback, checked before the run and
 explained after it.
 
 One is added on the command line (`--trainer.callbacks+=EarlyStopping
@@ -7,7 +7,7 @@ or in a config's `trainer.callbacks`. Two slips cost a whole run with Lightning 
 name that is never logged fails at the first validation, minutes in, with a traceback; and the
 default mode `min` on `val/f1` stops the run as soon as it starts improving. Both are refused
 before anything is written. A run that stops early also stops its learning-rate schedule part
-way (it was sized for every scheduled step), so fit.py says so, and how to size one to fit.
+way (it was sized for every scheduled step), so tscratch fit says so, and how to size one to fit.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def check_early_stopping(callbacks: Iterable[EarlyStopping], metrics: Mapping[st
 
 
 def early_stop_note(trainer: L.Trainer, scheduled_steps: int | None) -> str | None:
-    """What fit.py prints when an `EarlyStopping` ended the run (None when none did): where it
+    """What tscratch fit prints when an `EarlyStopping` ended the run (None when none did): where it
     stopped, against what was scheduled, and where that left the learning-rate schedule."""
     stopped = [
         cb

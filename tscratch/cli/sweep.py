@@ -1,24 +1,24 @@
-"""Hyperparameter search: `python scripts/sweep.py [--config NAME] [--space NAME] [--n_trials N]
+"""Hyperparameter search: `tscratch sweep [--config NAME] [--space NAME] [--n_trials N]
 [--timeout S] [--model.* --data.* --trainer.* fixed for every trial]`.
 
 An Optuna study (TPE sampler, median pruning) over the search space of `tscratch.cli.sweep_space`
-layered on top of a fit.py config. Each trial is fit.py's own `main` run in this process, in its
-own folder `<out>/trial_NNNN/`, with `--test false` (the test split is never looked at). What
-the sweep adds to it, and why:
+layered on top of a tscratch fit config. Each trial is tscratch fit's own `main` run in this
+process, in its own folder `<out>/trial_NNNN/`, with `--test false` (the test split is never looked
+at). What the sweep adds to it, and why:
 
 - the objective is the best value of `--metric` (default `val/f1`, macro-F1) over the trial's
   validations; each validation reports it to Optuna and a trial the pruner calls hopeless stops
   there (`TrialPruned`, marked pruned in the study);
 - the study lives in SQLite (`<out>/study.db`), so the same command run again continues it:
   `--n_trials` counts the study's finished trials, not this invocation's; a trial stopped by
-  Ctrl-C or SIGTERM (fit.py saves its `last.ckpt`) is queued again and resumed from that
+  Ctrl-C or SIGTERM (tscratch fit saves its `last.ckpt`) is queued again and resumed from that
   checkpoint, and one whose process died is queued again once its heartbeat is stale;
 - the study remembers its config, fixed options, space and metric and refuses to continue with
   others (they would mix incomparable trials);
 - a trial that fails (a diverged loss, a size the model refuses, no validation of the metric)
   is marked failed and the sweep goes on, unless three in a row fail: then it stops with the
   last error (so does a sweep whose trials all failed);
-- at the end (also after an interruption): `best.yaml` (the best trial's full fit.py config),
+- at the end (also after an interruption): `best.yaml` (the best trial's full tscratch fit config),
   `trials.md` (a table of every trial) and `trials.png` (values and validation curves), written
   by `tscratch.cli.sweep_report`.
 
@@ -49,6 +49,7 @@ from tscratch.cli.sweep_trial import (
     resume_later,
     show,
 )
+from tscratch.configs import packaged_config, packaged_configs
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import MissingFile, UserError, one_line, report
 from tscratch.training.callbacks import TrainingInterrupted
@@ -56,7 +57,7 @@ from tscratch.training.classification import ClassificationTask
 
 log = logging.getLogger("tscratch")
 FIXED_PREFIXES = ("--model.", "--data.", "--trainer.", "--seed_everything")
-"""fit.py options a sweep passes through unchanged to every trial."""
+"""tscratch fit options a sweep passes through unchanged to every trial."""
 MAX_FAILURES_IN_A_ROW = 3
 
 
@@ -70,19 +71,20 @@ def import_optuna() -> Any:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, like every other tscratch error
-        raise UserError(f"{message} (see python scripts/sweep.py --help)")
+        raise UserError(f"{message} (see tscratch sweep --help)")
 
 
 def parse_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """The sweep's own options, and the fit.py options fixed for every trial."""
+    """The sweep's own options, and the tscratch fit options fixed for every trial."""
     p = _Parser(
-        prog="sweep.py",
+        prog="tscratch sweep",
         allow_abbrev=False,
-        description="Optuna search over fit.py options; other --model.*, --data.*, --trainer.* "
-        "options are passed to every trial unchanged.",
+        description="Optuna search over tscratch fit options; other --model.*, --data.*, "
+        "--trainer.* options are passed to every trial unchanged.",
     )
-    p.add_argument("--config", help="fit.py config every trial starts from: a packaged name "
-                   "(tiny, default, ...) or a YAML file (default: fit.py's default)")  # fmt: skip
+    p.add_argument("--config", help="tscratch fit config every trial starts from: a packaged name "
+                   "(tiny, default, ...) or a YAML file "
+                   "(default: tscratch fit's default)")  # fmt: skip
     p.add_argument("--space", default="default", help="search space: a packaged name "
                    "(tscratch/configs/sweeps/) or a YAML file")  # fmt: skip
     p.add_argument(
@@ -103,8 +105,8 @@ def parse_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
     for arg in fixed:
         if arg.startswith("-") and not arg.startswith(FIXED_PREFIXES) and not _is_number(arg):
             raise UserError(
-                f"unknown option {arg}; the sweep's own are listed by --help, and fit.py options "
-                f"passed to every trial start with --model., --data. or --trainer."
+                f"unknown option {arg}; the sweep's own are listed by --help, and tscratch fit "
+                f"options passed to every trial start with --model., --data. or --trainer."
             )
     if options.n_trials < 1:
         raise UserError(f"--n_trials ({options.n_trials}) must be at least 1")
@@ -125,7 +127,7 @@ def main(args: list[str] | None = None) -> int:
 
 
 class Sweep:
-    """One invocation of scripts/sweep.py: checks, the study, the trials, the summary."""
+    """One invocation of tscratch sweep: checks, the study, the trials, the summary."""
 
     def __init__(self, options: argparse.Namespace, fixed: list[str], optuna: Any) -> None:
         self.options, self.optuna = options, optuna
@@ -142,7 +144,9 @@ class Sweep:
                 raise UserError(
                     f"{name} is both searched ({self.space.source}) and fixed (--{name}); drop one"
                 )
-        fit_config(self.base)  # fit.py's own checks of the config and the fixed options, first
+        fit_config(
+            self.base
+        )  # tscratch fit's own checks of the config and the fixed options, first
         self.metric = options.metric
         self.direction = "minimize" if options.metric.endswith("loss") else "maximize"
         self.out = options.out or Path("lightning_logs/sweeps") / config_name(options.config)
@@ -181,12 +185,12 @@ class Sweep:
         if len(self.failures) >= MAX_FAILURES_IN_A_ROW:
             raise UserError(
                 f"{len(self.failures)} trials in a row failed, the last with: "
-                f"{self.failures[-1]}; fix the fit.py options or the search space"
+                f"{self.failures[-1]}; fix the tscratch fit options or the search space"
             )
         if self.failures and not any(t.state.name == "COMPLETE" for t in study.trials):
             raise UserError(
                 f"no trial has completed; the last failed with: {self.failures[-1]}; fix the "
-                f"fit.py options or the search space"
+                f"tscratch fit options or the search space"
             )
         return 0
 
@@ -233,7 +237,7 @@ class Sweep:
             raise UserError(
                 f"study {name!r} in {self.storage_url} was started with another "
                 f"{' and '.join(what[k] for k in differ)}; continue it with the same --config, "
-                f"fit.py options, --space and --metric, or pass a new --out or --study_name"
+                f"tscratch fit options, --space and --metric, or pass a new --out or --study_name"
             )
         return study
 
@@ -265,14 +269,16 @@ class Sweep:
             resume_later(trial.study, trial)
             code = stop.code if isinstance(stop, TrainingInterrupted) else 130
             raise SweepInterrupted(int(code)) from None
-        except UserError as error:  # fit.py's one-line errors, a diverged loss included
+        except UserError as error:  # tscratch fit's one-line errors, a diverged loss included
             raise self.failed(trial, one_line(error)) from None
         except SystemExit as exit_:  # the options parser printed its error above
-            raise self.failed(trial, f"fit.py rejected the options (exit {exit_.code})") from None
+            raise self.failed(
+                trial, f"tscratch fit rejected the options (exit {exit_.code})"
+            ) from None
         finally:
             trial.set_user_attr("seconds", round(time.perf_counter() - start, 1))
         if code:
-            raise self.failed(trial, f"fit.py exited with {code}")
+            raise self.failed(trial, f"tscratch fit exited with {code}")
         values = [*earlier, *pruning.values]
         if not values:  # a misspelt metric, or a run (max_time) that ended before validating
             logged = ", ".join(pruning.logged) or "nothing: no validation ran"
@@ -316,12 +322,13 @@ def make_pruner(pruner: Any) -> Any:
 
 
 def config_args(config: str | None) -> list[str]:
-    """`--config FILE` for fit.py, refusing a file that does not exist (None: fit's default)."""
+    """`--config FILE` for tscratch fit, refusing a file that does not exist (None: fit's
+    default)."""
     if config is None:
         return []
-    path = launch.packaged_config(config)
+    path = packaged_config(config)
     if not Path(path).is_file():
-        names = ", ".join(sorted(p.stem for p in launch.CONFIGS.glob("*.yaml")))
+        names = ", ".join(packaged_configs())
         raise MissingFile(
             f"--config {config}: no such file; pass a YAML file or a packaged config ({names})"
         )

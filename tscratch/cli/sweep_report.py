@@ -1,8 +1,8 @@
 """What a sweep leaves behind in its folder, rewritten at the end of every invocation.
 
-- `best.yaml`: the best complete trial's full fit.py config (`fit.py --print_config` with the
-  sweep's config, its fixed options and the trial's values), so
-  `python scripts/fit.py --config <out>/best.yaml` trains it again (and tests it);
+- `best.yaml`: the best complete trial's full tscratch fit config (`tscratch fit --print_config`
+  with the sweep's config, its fixed options and the trial's values), so
+  `tscratch fit --config <out>/best.yaml` trains it again (and tests it);
 - `trials.md`: one row per trial: state, the metric, every searched value, validations, time;
 - `trials.png`: the metric per trial with the best so far, and every trial's validation curve
   (pruned ones dashed), drawn with matplotlib (no pyplot: no display, no global state).
@@ -33,7 +33,7 @@ def write_summary(study: Any, sweep: Any) -> None:
         header = (
             f"# Best trial {best.number} of sweep study {study.study_name!r}: {sweep.metric} "
             f"{best.value:.4f}\n# with {show(best.params)}\n"
-            f"# Train it: python scripts/fit.py --config {out / 'best.yaml'}\n"
+            f"# Train it: tscratch fit --config {out / 'best.yaml'}\n"
         )
         (out / "best.yaml").write_text(header + config)
         written.append(out / "best.yaml")

@@ -1,4 +1,4 @@
-"""The search space of scripts/sweep.py: a small YAML naming fit.py options and their ranges.
+"""The search space of tscratch sweep: a small YAML naming tscratch fit options and their ranges.
 
     params:
       model.lr: {low: 3.0e-4, high: 3.0e-3, log: true}   # float: low/high, optional log or step
@@ -6,8 +6,8 @@
       model.d_model: {choices: [64, 128, 256]}           # categorical: any YAML scalars
     pruner: {n_startup_trials: 3, n_warmup_steps: 1}     # optuna's MedianPruner; none: off
 
-Names are fit.py's flags without the dashes (`model.*`, `data.*`); sizes fit.py links from the
-data (`model.vocab_size`, `model.num_classes`, ...) are not options. Every mistake is one
+Names are tscratch fit's flags without the dashes (`model.*`, `data.*`); sizes tscratch fit links
+from the data (`model.vocab_size`, `model.num_classes`, ...) are not options. Every mistake is one
 `UserError` naming the file, the parameter and the fix, raised before any trial runs.
 """
 
@@ -95,7 +95,7 @@ def space_file(name: str) -> Path:
 
 
 def load_space(name: str, options: Mapping[str, Any]) -> SearchSpace:
-    """Read and check a search space against fit.py's `options` (name -> annotation)."""
+    """Read and check a search space against tscratch fit's `options` (name -> annotation)."""
     path = space_file(name)
     where = f"search space {path}"
     try:
@@ -103,7 +103,7 @@ def load_space(name: str, options: Mapping[str, Any]) -> SearchSpace:
     except yaml.YAMLError as error:
         raise UserError(f"{where} is not valid YAML ({' '.join(str(error).split())})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("params"), dict) or not raw["params"]:
-        raise UserError(f"{where}: needs a `params:` mapping of fit.py options to ranges")
+        raise UserError(f"{where}: needs a `params:` mapping of tscratch fit options to ranges")
     unknown = set(raw) - {"params", "pruner"}
     if unknown:
         raise UserError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected params, pruner)")
@@ -114,13 +114,15 @@ def load_space(name: str, options: Mapping[str, Any]) -> SearchSpace:
 
 
 def fit_options(model_init: Callable, data_init: Callable, links: tuple[str, ...]) -> dict:
-    """`model.<arg>` and `data.<arg>` -> annotation for every argument fit.py takes, except the
-    model arguments linked from the data."""
+    """`model.<arg>` and `data.<arg>` -> annotation for every argument tscratch fit takes, except
+    the model arguments linked from the data."""
     options = {}
     for prefix, init in (("model", model_init), ("data", data_init)):
         try:
             hints = typing.get_type_hints(init)
-        except Exception:  # an annotation that does not resolve here: checked by fit.py instead
+        except (
+            Exception
+        ):  # an annotation that does not resolve here: checked by tscratch fit instead
             hints = {}
         for arg, parameter in list(inspect.signature(init).parameters.items())[1:]:  # no self
             if not (prefix == "model" and arg in links):
@@ -133,8 +135,8 @@ def fit_options(model_init: Callable, data_init: Callable, links: tuple[str, ...
 
 def _param(where: str, name: str, spec: Any, options: Mapping[str, Any]) -> Param:
     if name not in options:
-        hint = f"name fit.py options in full, e.g. model.{name}" if "." not in name else (
-            "not a model or data option of fit.py (python scripts/fit.py --help lists them)"
+        hint = f"name tscratch fit options in full, e.g. model.{name}" if "." not in name else (
+            "not a model or data option of tscratch fit (tscratch fit --help lists them)"
         )  # fmt: skip
         raise UserError(f"{where}: unknown parameter; {hint}")
     if not isinstance(spec, dict):

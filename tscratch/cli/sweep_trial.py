@@ -1,5 +1,5 @@
-"""How a sweep runs one trial: fit.py's own `main` in this process, a callback that reports the
-metric to Optuna and prunes, and the few conversions between the two (flags, the config YAML).
+"""How a sweep runs one trial: tscratch fit's own `main` in this process, a callback that reports
+the metric to Optuna and prunes, and the few conversions between the two (flags, the config YAML).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tscratch.errors import UserError
 
 class SweepInterrupted(KeyboardInterrupt):
     """A trial stopped by a signal (its checkpoint saved): the sweep writes its summary and exits
-    with the code fit.py would have used (130 for SIGINT, 143 for SIGTERM)."""
+    with the code tscratch fit would have used (130 for SIGINT, 143 for SIGTERM)."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
@@ -28,7 +28,7 @@ class SweepInterrupted(KeyboardInterrupt):
 
 
 class TrialFailed(Exception):
-    """fit.py refused the trial's options or its run diverged: the trial is marked failed."""
+    """tscratch fit refused the trial's options or its run diverged: the trial is marked failed."""
 
 
 class PruneOnMetric(L.Callback):
@@ -77,8 +77,8 @@ def finished(study: Any) -> list[Any]:
 
 
 def fit_config(args: list[str]) -> str:
-    """fit.py's complete config for `args` as YAML (`--print_config`): checks the options the
-    way fit.py does, and is the best trial's `best.yaml`."""
+    """tscratch fit's complete config for `args` as YAML (`--print_config`): checks the options the
+    way tscratch fit does, and is the best trial's `best.yaml`."""
     stdout, stderr = io.StringIO(), io.StringIO()
     try:
         with (
@@ -91,16 +91,16 @@ def fit_config(args: list[str]) -> str:
         if not exit_.code:
             return stdout.getvalue()
     lines = [ln for ln in stderr.getvalue().splitlines() if ln.startswith("error:")]
-    reason = lines[-1].removeprefix("error:").strip() if lines else "see fit.py --help"
-    raise UserError(f"fit.py rejects the sweep's config and options: {reason}")
+    reason = lines[-1].removeprefix("error:").strip() if lines else "see tscratch fit --help"
+    raise UserError(f"tscratch fit rejects the sweep's config and options: {reason}")
 
 
 @contextlib.contextmanager
 def as_fit_process(args: list[str]) -> Iterator[None]:
-    """Run fit.py in process as if it were the command: its resume hint names the trial's own
+    """Run tscratch fit in process as if it were the command: its resume hint names the trial's own
     command, and its user errors reach the sweep as exceptions (not printed lines)."""
     argv, debug = sys.argv, os.environ.get("TSCRATCH_DEBUG")
-    sys.argv = ["scripts/fit.py", *args]
+    sys.argv = ["tscratch fit", *args]
     os.environ["TSCRATCH_DEBUG"] = "1"  # `report` re-raises: the sweep records the message
     try:
         yield
@@ -113,7 +113,7 @@ def as_fit_process(args: list[str]) -> Iterator[None]:
 
 
 def flags(values: dict[str, Any]) -> list[str]:
-    """fit.py flags for searched values (YAML spellings, as jsonargparse parses them)."""
+    """tscratch fit flags for searched values (YAML spellings, as jsonargparse parses them)."""
     out = []
     for name, value in values.items():
         out += [f"--{name}", yaml_scalar(value)]

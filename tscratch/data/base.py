@@ -1,8 +1,9 @@
 """What both data modules share: the tokenizer they expose to the CLI, and how they batch.
 
-`TextClassificationData` (fit.py) and `PretrainingTextData` (pretrain.py) differ in what a row is
-and how it is collated; the tokenizer properties the CLI links into the model, the length-bucketed
-resumable training loader and the longest-first evaluation loader are the same and live here.
+`TextClassificationData` (tscratch fit) and `PretrainingTextData` (tscratch pretrain) differ in what
+a row is and how it is collated; the tokenizer properties the CLI links into the model, the
+length-bucketed resumable training loader and the longest-first evaluation loader are the same and
+live here.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ label). The articles of train, validation and test come from disjoint pools, so 
 seen in training and again at evaluation. `write_topic_mixes` writes the three splits as JSON
 lines (`{"text": ..., "labels": ["sport", "tech"]}`: multi-label because the cells are lists) or
 as CSV (`labels` cells such as `sport|tech`, read with `--data.label_delimiter "|"`). It is an
-example of the format and a test fixture, not a benchmark (`scripts/bbc_multilabel.py` is its
+example of the format and a test fixture, not a benchmark (`tscratch bbc-multilabel` is its
 command line).
 """
 

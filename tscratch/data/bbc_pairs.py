@@ -3,9 +3,9 @@
 Each row pairs the opening words of two articles and is labelled `same` or `different` (half
 each). The articles of train, validation and test come from disjoint pools, so no article is
 seen in training and again at evaluation. `write_same_topic_pairs` writes the three splits as
-CSV files with columns `text,text_pair,label`: the layout fit.py reads with
+CSV files with columns `text,text_pair,label`: the layout tscratch fit reads with
 `--data.text_pair_column text_pair`. It is an example of the format and a test fixture, not a
-benchmark (`scripts/bbc_pairs.py` is its command line).
+benchmark (`tscratch bbc-pairs` is its command line).
 """
 
 from __future__ import annotations

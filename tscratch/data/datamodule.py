@@ -101,9 +101,9 @@ class TextClassificationData(TokenizedData):
         tokenizer: Path to an existing tokenizer.json to use instead of training one.
         tokenizer_model: Subword model trained on the training split: "wordpiece" or "bpe".
         vocab_size: Target vocabulary size of the trained tokenizer (the real size may be smaller).
-            fit.py also takes "auto": sized to the amount of training text.
+            tscratch fit also takes "auto": sized to the amount of training text.
         max_length: Most tokens per sequence, [CLS] included; longer texts are truncated.
-            fit.py also takes "auto": enough for 95% of the training texts.
+            tscratch fit also takes "auto": enough for 95% of the training texts.
         batch_size: Training batch size (per process).
         eval_batch_size: Validation/test batch size (default: 2 * batch_size).
         num_workers: DataLoader worker processes.
@@ -146,8 +146,8 @@ class TextClassificationData(TokenizedData):
         for arg, value in (("max_length", max_length), ("vocab_size", vocab_size)):
             if value == "auto":
                 raise UserError(
-                    f"data.{arg} 'auto' is chosen from the data by fit.py; pass a number when "
-                    "building TextClassificationData yourself"
+                    f"data.{arg} 'auto' is chosen from the data by tscratch fit; pass a number "
+                    "when building TextClassificationData yourself"
                 )
         _check_args(
             val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model
@@ -190,6 +190,17 @@ class TextClassificationData(TokenizedData):
         """Whether rows carry several labels: ``labels`` is then (B, C) 0/1, not (B,)."""
         train = self._prepare().splits.train
         return len(train) > 0 and isinstance(train[0]["labels"], list)
+
+    @property
+    def splits(self) -> LabeledSplits:
+        """The raw splits it trains and evaluates on (`train_rows` applied), as
+        `load_labeled_splits` gives them: ``text`` (and ``text_pair``) and ``labels`` columns."""
+        return self._prepare().splits
+
+    @property
+    def cache_dir(self) -> str:
+        """Where tokenizers and tokenized splits are cached (the argument, or the default)."""
+        return self._cache_dir
 
     @property
     def max_length(self) -> int:

@@ -1,10 +1,10 @@
 """Headline generation data: article bodies in, headlines out, for the encoder-decoder.
 
 On the built-in BBC News corpus each article's first line is its headline and the rest (after a
-blank line) its body. The articles are split exactly as fit.py splits them for classification
+blank line) its body. The articles are split exactly as tscratch fit splits them for classification
 (`load_labeled_splits` with the same seed and fractions), so the test articles are the
-classifier's test articles, and a pretrain.py checkpoint, which read only that training split,
-never saw them. Any other source fit.py reads works too, given the columns of its sources and
+classifier's test articles, and a tscratch pretrain checkpoint, which read only that training split,
+never saw them. Any other source tscratch fit reads works too, given the columns of its sources and
 targets (`source_column`, `target_column`); its missing validation/test splits are carved with
 the same seeded, duplicate-grouped dealing, from one stratum.
 
@@ -53,21 +53,22 @@ class HeadlineData(TokenizedData):
     """Articles and their headlines, tokenized and served as encoder-decoder batches.
 
     The tokenizer is trained on the training split's texts (sources and targets; cached on disk
-    as fit.py's), or loaded from `tokenizer` (what fit_seq2seq.py passes with
+    as tscratch fit's), or loaded from `tokenizer` (what tscratch fit-seq2seq passes with
     `--model.init_from`, so the ids are the pretrained encoder's). The training loader is
-    length-bucketed and resumable mid-epoch, as fit.py's; evaluation loaders run longest first.
+    length-bucketed and resumable mid-epoch, as tscratch fit's; evaluation loaders run longest
+    first.
 
     Args:
-        dataset: "bbc_news" (built in: first line headline, rest body), or any source fit.py
+        dataset: "bbc_news" (built in: first line headline, rest body), or any source tscratch fit
             reads ("csv"/"json"/"parquet" with data_files, a .csv/.json/.jsonl/.parquet file or
             folder, a hub id) with source_column and target_column.
         source_column: Column of the texts to summarise (not for bbc_news).
         target_column: Column of their headlines (not for bbc_news).
         name: Configuration name of a hub dataset.
         data_files: Files for the csv/json/parquet builders, as datasets.load_dataset takes them.
-        val_fraction: Share carved for validation (bbc_news: fit.py's, per class).
-        test_fraction: Share carved for test (bbc_news: fit.py's, per class).
-        seed: Seed of the split (fit.py's default 42 keeps its test articles) and of the
+        val_fraction: Share carved for validation (bbc_news: tscratch fit's, per class).
+        test_fraction: Share carved for test (bbc_news: tscratch fit's, per class).
+        seed: Seed of the split (tscratch fit's default 42 keeps its test articles) and of the
             training order.
         tokenizer: Path to a tokenizer.json with [CLS] and [SEP], instead of training one.
         tokenizer_model: Subword model trained on the training split: "wordpiece" or "bpe".

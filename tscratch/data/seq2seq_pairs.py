@@ -2,7 +2,7 @@
 
 `headline_pairs` reads the examples `HeadlineData` serves: on the built-in BBC News corpus each
 article cut into its body (the source) and its first line, the headline (the target), on
-fit.py's classification split; for any other source, two columns. `Seq2SeqCollator` turns
+tscratch fit's classification split; for any other source, two columns. `Seq2SeqCollator` turns
 tokenized pairs into the batches described in `tscratch.data.headlines`.
 """
 
@@ -55,7 +55,7 @@ def headline_pairs(
 ) -> dict[str, list[Pair]]:
     """The train/validation/test examples a `HeadlineData` with these arguments serves.
 
-    BBC News without columns: fit.py's classification split (same seed and fractions), each
+    BBC News without columns: tscratch fit's classification split (same seed and fractions), each
     article cut by `split_headline`. Otherwise both columns name the source and target text.
     Either way, validation and test keep only sources the training split does not hold: BBC
     News files a few stories twice under edited headlines, and a body seen in training with

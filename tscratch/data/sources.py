@@ -21,6 +21,7 @@ from typing import Any
 
 from datasets import ClassLabel, Dataset, DatasetDict, Value
 
+from tscratch.data.columns import LABEL_COLUMNS, TEXT_COLUMNS, pick_column
 from tscratch.data.multilabel import (
     is_multi_label,
     label_union,
@@ -32,8 +33,6 @@ from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-TEXT_COLUMNS = ("text", "sentence", "content", "review", "document", "body", "article", "comment")
-LABEL_COLUMNS = ("label", "labels", "category", "class", "target", "sentiment", "topic")
 SPLIT_ALIASES = {
     "train": "train",
     "training": "train",
@@ -76,25 +75,6 @@ def row_keys(ds: Dataset) -> list[str]:
 
 def _pair_key(*texts: str) -> str:
     return "\x00".join(texts)  # one text is its own key: single-text grouping is unchanged
-
-
-def pick_column(
-    columns: Sequence[str], given: str | None, candidates: Sequence[str], role: str
-) -> str:
-    """Returns ``given`` if it is a column, else the first of ``candidates`` present (any case)."""
-    if given is not None:
-        if given not in columns:
-            raise UserError(
-                f"{role}_column {given!r} not found; available columns: {list(columns)}"
-            )
-        return given
-    lowered = {c.lower(): c for c in columns}
-    for candidate in candidates:
-        if candidate in lowered:
-            return lowered[candidate]
-    raise UserError(
-        f"cannot guess the {role} column from {list(columns)}; set {role}_column to one of them"
-    )
 
 
 def prepare_splits(

@@ -1,7 +1,7 @@
 """The splits a classification run trains and evaluates on, from the data module's arguments.
 
-`load_labeled_splits` is what `TextClassificationData` calls, and what fit.py's `auto` settings,
-`scripts/baseline_tfidf.py` and the measurement scripts call to see exactly the same rows.
+`load_labeled_splits` is what `TextClassificationData` calls, and what tscratch fit's `auto`
+settings, `tscratch baseline` and the measurement scripts call to see exactly the same rows.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Raw text for masked-LM pretraining, and the LightningDataModule that serves it masked.
 
 Documents come from any source `TextClassificationData` reads (the text column of its training
-split only, cut exactly as fit.py cuts it, so the downstream validation and test texts are never
-seen; labels are ignored) or from plain `.txt` files. Exact duplicates are dropped, a seeded
+split only, cut exactly as tscratch fit cuts it, so the downstream validation and test texts are
+never seen; labels are ignored) or from plain `.txt` files. Exact duplicates are dropped, a seeded
 `heldout_fraction` of the documents is kept apart for perplexity, and the tokenizer (with a
 real [MASK] special token) is trained on the rest. Each document is cut into chunks of at most
 `max_length` tokens, each starting with [CLS], so long documents are used whole rather than
@@ -119,23 +119,24 @@ class PretrainingTextData(TokenizedData):
     Batches hold `input_ids` (B, T) with masks applied, `attention_mask` (B, T) bool (True = real
     token), `labels` (B, T) (the original id at masked positions, -100 elsewhere) and `index`
     (B,). Training masks are drawn afresh at every step; validation masks are fixed. The
-    training loader is length-bucketed and resumable mid-epoch, as fit.py's.
+    training loader is length-bucketed and resumable mid-epoch, as tscratch fit's.
 
     Args:
-        dataset: "bbc_news" (built in), any source fit.py takes ("csv"/"json"/"parquet" with
+        dataset: "bbc_news" (built in), any source tscratch fit takes ("csv"/"json"/"parquet" with
             data_files, a .csv/.json/.jsonl/.parquet file or folder, a hub id): only the text
-            column of its training split, cut as fit.py cuts it, labels ignored; or a .txt file
-            or a folder of .txt files (searched at any depth).
+            column of its training split, cut as tscratch fit cuts it, labels ignored; or a .txt
+            file or a folder of .txt files (searched at any depth).
         line_per_document: for .txt sources: each non-blank line is a document (default: each
             file is one).
         name: Configuration name of a hub dataset.
         data_files: Files for the csv/json/parquet builders, as datasets.load_dataset takes them.
-        text_column: Column holding the text (default: guessed, as in fit.py).
-        label_column: Column holding the label (only to cut fit.py's splits; default: guessed).
-        val_fraction: fit.py's validation share carved from train (to leave those texts out).
-        test_fraction: fit.py's test share carved from train (to leave those texts out).
+        text_column: Column holding the text (default: guessed, as in tscratch fit).
+        label_column: Column holding the label (only to cut tscratch fit's splits; default:
+            guessed).
+        val_fraction: tscratch fit's validation share carved from train (to leave those texts out).
+        test_fraction: tscratch fit's test share carved from train (to leave those texts out).
         heldout_fraction: Share of the pretraining documents kept apart for val/perplexity.
-        seed: Seed of fit.py's split, of the held-out slice and of the training order.
+        seed: Seed of tscratch fit's split, of the held-out slice and of the training order.
         tokenizer: Path to a tokenizer.json with a [MASK] token, instead of training one.
         tokenizer_model: Subword model trained on the pretraining text: "wordpiece" or "bpe".
         vocab_size: Target vocabulary size of the trained tokenizer.

@@ -1,6 +1,6 @@
 """A trained classifier as a plain folder that loads without Lightning or the training data.
 
-`export` turns a fit.py checkpoint into::
+`export` turns a tscratch fit checkpoint into::
 
     config.json          architecture, labels, max_length, format and tscratch versions
                          (and, for a model of text pairs, its text and text pair columns)
@@ -10,7 +10,7 @@
     model.onnx           optional (`onnx=True`): logits (B, C) from input_ids, attention_mask
                          (and token_type_ids for a model of text pairs)
     model.int8.onnx      optional (`quantize=True`): the same graph with int8 linear weights
-    training_config.yaml optional: the run's configuration as fit.py saved it
+    training_config.yaml optional: the run's configuration as tscratch fit saved it
 
 `load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime;
 `from_checkpoint` builds the same object from a checkpoint in memory.

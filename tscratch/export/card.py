@@ -1,7 +1,9 @@
 """The model card (README.md) of an exported folder.
 
 It states only what the checkpoint records, plus the metrics the caller passes: where a fact is
-unknown (split sizes are not stored in checkpoints) the card says so instead of guessing.
+unknown (split sizes are not stored in checkpoints) the card says so instead of guessing. A
+checkpoint of a fit run holds the run's bag-of-words bar under `"baseline"` (written by
+`tscratch.training.baseline_bar`), shown beside the model's test accuracy.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ def model_card(
 
     Args:
         config: the folder's config.json contents.
-        checkpoint: the fit.py checkpoint the folder comes from.
+        checkpoint: the tscratch fit checkpoint the folder comes from.
         model: the exported network (for its parameter count).
         folder: the folder's name, for the loading example.
         metrics: test metrics (name -> value), or None when none were given.
         files: the names of the files in the folder.
-        report: scripts/test.py's evaluation report (per-class scores, confusion matrix), or
+        report: tscratch test's evaluation report (per-class scores, confusion matrix), or
             None.
     """
     enc = config["encoder"]
@@ -75,6 +77,7 @@ def model_card(
         "",
         *_metrics(metrics, report),
         *_report(report, "confusion_matrix.png" in files),
+        *_baseline(checkpoint.get("baseline"), metrics, report),
         "",
         "## Use",
         "",
@@ -116,7 +119,9 @@ def _training(checkpoint: dict[str, Any], has_config: bool) -> list[str]:
             f"(epoch {checkpoint.get('epoch', 0) + 1})."
         )
     if has_config:
-        lines.append("- The run's full configuration, as fit.py saved it: `training_config.yaml`.")
+        lines.append(
+            "- The run's full configuration, as tscratch fit saved it: `training_config.yaml`."
+        )
     return lines
 
 
@@ -125,14 +130,36 @@ def _metrics(metrics: dict[str, float] | None, report: dict[str, Any] | None = N
         return []  # the report's table says it all
     if not metrics:
         return [
-            "None were given at export; `scripts/test.py --ckpt_path CKPT --output DIR` computes "
-            "them, and `scripts/export.py --report DIR` puts them here."
+            "None were given at export; `tscratch test --ckpt_path CKPT --output DIR` computes "
+            "them, and `tscratch export --report DIR` puts them here."
         ]
     return ["| metric | value |", "|---|---|", *(f"| {k} | {v:.4f} |" for k, v in metrics.items())]
 
 
+def _baseline(
+    bar: dict[str, Any] | None, metrics: dict[str, float] | None, report: dict[str, Any] | None
+) -> list[str]:
+    """The run's TF-IDF bar, beside the model's test accuracy when that is of the same split
+    (a report of as many rows, or tscratch test's metrics)."""
+    if not bar:
+        return []
+    fitted = (
+        f"{bar['method']}, fitted on the run's {bar['train_rows']:,} training rows, scores "
+        f"accuracy {bar['test/acc']:.4f} and macro-F1 {bar['test/f1']:.4f} on its "
+        f"{bar['test_rows']:,} test rows: the bag-of-words bar the model is judged against."
+    )
+    acc = (metrics or {}).get("test/acc")
+    if report:
+        same = report.get("num_examples") == bar["test_rows"]
+        acc = report.get("accuracy") if same else None
+    if acc is None:
+        return ["", fitted]
+    beside = f"test accuracy {acc:.3f} ({bar['method']} on the same split: {bar['test/acc']:.3f})"
+    return ["", beside, "", fitted]
+
+
 def _report(report: dict[str, Any] | None, picture: bool) -> list[str]:
-    """The evaluation report of scripts/test.py: totals, a row per class, the picture."""
+    """The evaluation report of tscratch test: totals, a row per class, the picture."""
     if not report:
         return []
     n = report["num_examples"]

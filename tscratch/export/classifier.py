@@ -119,7 +119,7 @@ class ExportedClassifier:
         self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
     ) -> list[dict[str, Any]]:
         """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
-        `scripts/predict.py` prints. A pair model takes one pair per text (`pairs`), and its
+        `tscratch predict` prints. A pair model takes one pair per text (`pairs`), and its
         objects also hold `text_pair`. A multi-label model gives `{"text", "labels": {label: p},
         "probabilities"}`: `labels` holds every label whose probability reaches its threshold,
         most probable first (maybe none)."""

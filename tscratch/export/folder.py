@@ -71,7 +71,7 @@ def load(path: str | Path, runtime: Runtime = "torch", device: str = "cpu") -> E
 
 
 def from_checkpoint(checkpoint: dict[str, Any], device: str = "cpu") -> ExportedClassifier:
-    """The classifier of a fit.py checkpoint already read (`read_checkpoint`), in memory: the
+    """The classifier of a tscratch fit checkpoint already read (`read_checkpoint`), in memory: the
     same object `load` gives for the folder `export` would write from it."""
     if not checkpoint.get("tokenizer_json"):
         raise UserError("the checkpoint holds no tokenizer; was it saved by tscratch?")
@@ -146,14 +146,15 @@ def export(
     """Write the exported folder (see `tscratch.export`) and return its path.
 
     Args:
-        checkpoint: a fit.py checkpoint file, or its contents already read (`read_checkpoint`).
+        checkpoint: a tscratch fit checkpoint file, or its contents already read
+            (`read_checkpoint`).
         out_dir: the folder to create; it must not exist or must be empty.
         model: the checkpoint's network if already built; built from `checkpoint` otherwise.
         onnx: also write model.onnx (needs the export extra).
         quantize: also write model.int8.onnx (implies `onnx`).
-        metrics: test metrics, as scripts/test.py prints them, for the model card.
-        training_config: the run's config.yaml as fit.py saved it, copied beside the model.
-        report: the evaluation report of scripts/test.py (its `metrics.json`), for the card's
+        metrics: test metrics, as tscratch test prints them, for the model card.
+        training_config: the run's config.yaml as tscratch fit saved it, copied beside the model.
+        report: the evaluation report of tscratch test (its `metrics.json`), for the card's
             per-class table; its labels must be the model's.
         confusion_png: the report's confusion-matrix picture, copied beside the card.
     """
@@ -171,7 +172,7 @@ def export(
     if report is not None and report.get("label_names") != config["label_names"]:
         raise UserError(
             f"the report's labels {report.get('label_names')} are not the model's "
-            f"{config['label_names']}; pass the report scripts/test.py wrote for this checkpoint"
+            f"{config['label_names']}; pass the report tscratch test wrote for this checkpoint"
         )
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -202,7 +203,7 @@ def export(
 
 
 def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassifier:
-    """The network of a fit.py checkpoint: its flat hyperparameters hold the `EncoderConfig`
+    """The network of a tscratch fit checkpoint: its flat hyperparameters hold the `EncoderConfig`
     fields, `num_classes` and `pooling`; its weights sit under `model.` (`ClassificationTask`)."""
     hparams = checkpoint.get("hyper_parameters") or {}
     try:
@@ -213,7 +214,7 @@ def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassif
     except (TypeError, KeyError, RuntimeError) as error:
         reason = " ".join(str(error).split())[:200]
         raise UserError(
-            f"not a classifier checkpoint written by scripts/fit.py ({reason}); "
+            f"not a classifier checkpoint written by tscratch fit ({reason}); "
             f"{load_hint(checkpoint)}"
         ) from None
     return model
@@ -245,7 +246,7 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
         if model.encoder.type_emb is None or model.config.type_vocab_size < 2:
             raise UserError(
                 f"the checkpoint was trained on text pairs ({pair_column!r}) but its model has "
-                f"type_vocab_size {model.config.type_vocab_size}; was it written by fit.py?"
+                f"type_vocab_size {model.config.type_vocab_size}; was it written by tscratch fit?"
             )
         config["text_column"] = data.get("text_column")
         config["text_pair_column"] = pair_column

@@ -1,6 +1,6 @@
 """The lab: small, time-boxed experiments that check what the article claims, on this code.
 
-`python scripts/lab.py NAME` runs one (see `tscratch.cli.lab`); each experiment is a module with
+`tscratch lab NAME` runs one (see `tscratch.cli.lab`); each experiment is a module with
 `run(toy: bool = False, seeds: Sequence[int] | None = None) -> LabResult` (`tscratch.lab.report`),
 imported only when it is asked for, so listing the names costs nothing. `docs/lab.md` collects
 the results.

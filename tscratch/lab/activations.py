@@ -156,7 +156,8 @@ def run(toy: bool = False, seeds: Sequence[int] | None = None) -> LabResult:
         "num_heads": s.num_heads,
         "num_layers": s.num_layers,
         "max_len": s.max_length,
-        "token_dropout": 0.0,  # `auto` in default.yaml is chosen by fit.py; a fixed value here
+        "token_dropout": 0.0,  # `auto` in default.yaml is chosen by tscratch fit;
+        # a fixed value here
     }
     test_acc = {f: [] for f in VARIANTS}
     val_acc = {f: [] for f in VARIANTS}

@@ -22,7 +22,7 @@ import lightning as L
 import torch
 import yaml
 
-from tscratch.cli.launch import CONFIGS
+from tscratch.configs import CONFIGS
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.sources import column
 from tscratch.errors import NonFiniteLoss

@@ -1,6 +1,6 @@
 """The encoder-decoder: `Seq2SeqConfig` (config.py), `TransformerSeq2Seq` and its decoder stack
-(model.py), greedy and beam search with the key/value cache (generate.py). Plain PyTorch, built
-from the parts in tscratch.nn and the encoder in tscratch.model."""
+(model.py), greedy and beam search with the key/value cache (tscratch generate). Plain PyTorch,
+built from the parts in tscratch.nn and the encoder in tscratch.model."""
 
 from tscratch.seq2seq.config import Seq2SeqConfig
 from tscratch.seq2seq.generate import (

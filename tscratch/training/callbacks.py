@@ -131,4 +131,17 @@ def resume_command(argv: list[str] | None = None) -> str:
             skip = True
         elif not arg.startswith("--ckpt_path="):
             kept.append(arg)
-    return shlex.join(["python", argv[0], *kept, "--ckpt_path", "last"]) if argv else ""
+    if not argv:
+        return ""
+    return shlex.join([*program(argv[0]), *kept, "--ckpt_path", "last"])
+
+
+def program(argv0: str) -> list[str]:
+    """How to run again what `sys.argv[0]` ran: the `tscratch` console command, `python -m
+    tscratch`, or `python SCRIPT`."""
+    path = Path(argv0)
+    if path.name == "tscratch":
+        return ["tscratch"]
+    if path.name == "__main__.py" and path.parent.name == "tscratch":
+        return ["python", "-m", "tscratch"]
+    return ["python", argv0]

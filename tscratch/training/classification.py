@@ -92,7 +92,7 @@ class ClassificationTask(EncoderTask):
             label_smoothing: label smoothing of the loss (focal loss too: the smoothed target
                 weights each class's term).
             class_weights: weight of each class in the loss, for imbalanced labels: 'none'
-                (every class 1), a list of positive numbers in label order, or 'auto' (fit.py:
+                (every class 1), a list of positive numbers in label order, or 'auto' (tscratch fit:
                 inverse frequency of the training split's labels, scaled to average 1 over the
                 classes; printed, and stored in the checkpoint as numbers).
             loss: cross_entropy, or focal (Lin et al. 2017: each term scaled by (1 - p)^gamma,
@@ -100,13 +100,13 @@ class ClassificationTask(EncoderTask):
             focal_gamma: focal loss's focusing exponent gamma (0 is cross-entropy).
             token_dropout: fraction of real tokens (never the first) hidden from attention in
                 each training batch, a different draw every step (word dropout, Iyyer et al.
-                2015). fit.py also takes "auto": chosen from the texts' typical length.
+                2015). tscratch fit also takes "auto": chosen from the texts' typical length.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
             activation_checkpointing: recompute each encoder block's activations in the backward
                 pass instead of keeping them: less memory for longer sequences or bigger
                 batches, at the cost of about one more forward pass (see README, Memory).
-            init_from: start the encoder from pretrained weights: a fit.py or pretrain.py
-                checkpoint, a folder written by scripts/export.py, a BERT-family folder,
+            init_from: start the encoder from pretrained weights: a tscratch fit or tscratch
+                pretrain checkpoint, a folder written by tscratch export, a BERT-family folder,
                 'minilm' (the packaged all-MiniLM-L6-v2) or a hub id (online). The CLI then
                 takes the architecture and the tokenizer from it; the classification head is
                 new.
@@ -132,7 +132,7 @@ class ClassificationTask(EncoderTask):
             )
         if token_dropout == "auto":
             raise UserError(
-                "model.token_dropout 'auto' is chosen from the data by fit.py; pass a number "
+                "model.token_dropout 'auto' is chosen from the data by tscratch fit; pass a number "
                 "when building ClassificationTask yourself"
             )
         if not 0.0 <= token_dropout < 1.0:
@@ -177,7 +177,7 @@ class ClassificationTask(EncoderTask):
         self.val_metrics = metrics().clone(prefix="val/")
         self.test_metrics = metrics().clone(prefix="test/")
         # Per-class recall at validation (val/recall/<label>): on imbalanced data the minority
-        # classes' recall is what accuracy hides. (scripts/test.py reports it for test.)
+        # classes' recall is what accuracy hides. (tscratch test reports it for test.)
         self.val_recall = MulticlassRecall(num_classes, average=None)
         self.pretrained: Pretrained | None = None
         """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
@@ -199,7 +199,7 @@ class ClassificationTask(EncoderTask):
                 module.requires_grad_(False)
 
     def configure_optimizers(self) -> dict[str, Any]:
-        # The schedule's length, kept for fit.py's note when early stopping cuts a run short.
+        # The schedule's length, kept for tscratch fit's note when early stopping cuts a run short.
         self.scheduled_steps = int(self.trainer.estimated_stepping_batches)
         return super().configure_optimizers()
 
@@ -337,6 +337,7 @@ class ClassificationTask(EncoderTask):
         # TensorBoardLogger takes metrics here; Lightning itself logs the hyperparameters to
         # every logger after this hook.
         metrics = {"hp/best_val_acc": 0.0, "hp/test_acc": 0.0, "hp/test_f1": 0.0}
+        metrics |= {"hp/baseline_acc": 0.0, "hp/baseline_f1": 0.0}  # the TF-IDF bar
         for logger in self.loggers:
             if isinstance(logger, TensorBoardLogger):
                 logger.log_hyperparams(self.hparams, metrics)

@@ -1,8 +1,8 @@
 """Where a fine-tuning run's encoder comes from: `--model.init_from SOURCE`.
 
-SOURCE is a tscratch checkpoint (`.ckpt` written by fit.py or pretrain.py), a folder written by
-scripts/export.py, a BERT-family folder (config.json, weights, tokenizer), `minilm` (the packaged
-all-MiniLM-L6-v2) or a Hugging Face hub id when online. Whatever it is, it becomes one
+SOURCE is a tscratch checkpoint (`.ckpt` written by tscratch fit or tscratch pretrain), a folder
+written by tscratch export, a BERT-family folder (config.json, weights, tokenizer), `minilm` (the
+packaged all-MiniLM-L6-v2) or a Hugging Face hub id when online. Whatever it is, it becomes one
 `Pretrained`: the encoder's config, its weights and its tokenizer. The classification head is
 always new.
 """
@@ -38,7 +38,7 @@ def resolve_init_source(source: str) -> Pretrained:
 
 
 def _from_export(folder: Path) -> Pretrained:
-    """The encoder of a folder written by scripts/export.py (its classification head is left)."""
+    """The encoder of a folder written by tscratch export (its classification head is left)."""
     config = read_config(folder)
     weights = load_file(str(existing(folder / WEIGHTS)))
     prefix = "encoder."
@@ -60,7 +60,7 @@ def _from_checkpoint(path: Path) -> Pretrained:
     if not state or checkpoint.get("tokenizer_json") is None:
         raise UserError(
             f"--model.init_from {path}: no encoder weights or tokenizer in it; pass a checkpoint "
-            "written by tscratch's fit.py, a BERT folder or 'minilm'"
+            "written by tscratch's tscratch fit, a BERT folder or 'minilm'"
         )
     tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])
     return Pretrained(config=config, encoder_state=state, tokenizer=tokenizer, source=str(path))

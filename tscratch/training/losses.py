@@ -96,7 +96,7 @@ def check_class_weights(
             return None
         if class_weights == "auto":
             raise UserError(
-                "model.class_weights 'auto' is computed from the training labels by fit.py; "
+                "model.class_weights 'auto' is computed from the training labels by tscratch fit; "
                 "pass a list of numbers (one per class) when building ClassificationTask yourself"
             )
         raise UserError(

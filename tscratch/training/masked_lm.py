@@ -4,7 +4,7 @@ As in `ClassificationTask`, `@config_arguments(EncoderConfig)` makes the archite
 arguments (`--model.d_model 128`, plain values in checkpoints), `vocab_size` and `pad_id` come
 from the data, and the checkpoint carries `tokenizer_json`, `max_length` and the RNG states of an
 exact resume. The encoder sits at `self.model.encoder`, so its weights are the `model.encoder.*`
-entries of the checkpoint's state_dict: what `fit.py --model.init_from` reads.
+entries of the checkpoint's state_dict: what `tscratch fit --model.init_from` reads.
 
 The loss and the vocabulary projection run on the masked positions only (`labels != -100`).
 Validation reports the token-weighted mean loss over the held-out slice, its accuracy and

@@ -51,7 +51,7 @@ class ValidationPictures(L.Callback):
         max_chars: characters shown of each misclassified text.
         heatmap_tokens: tokens of the heatmap example drawn (its first ones).
         attention_every_epoch: draw the attention maps after every validation epoch (from
-            Python: fit.py builds its own instance with the default).
+            Python: tscratch fit builds its own instance with the default).
     """
 
     def __init__(

@@ -1,11 +1,11 @@
-"""Settings chosen from the data: what `auto` means in fit.py's configs, by stated rules.
+"""Settings chosen from the data: what `auto` means in tscratch fit's configs, by stated rules.
 
 One fixed recipe cannot serve 500-token news articles and 10-token questions: token dropout that
 regularises a long article hides the one word that decides a short question, 1,024-token rows
 waste work on texts of 20, and a fixed number of epochs is too few updates for 500 rows and
 hours too many for 50,000. So three settings may be `auto` (`default.yaml` sets all three), and
 the number of epochs is chosen when neither it nor `max_steps` is given; they are filled in from
-a profile of the training split before anything is built; fit.py prints each choice with its
+a profile of the training split before anything is built; tscratch fit prints each choice with its
 reason, and the run's `config.yaml` records the values, not `auto`:
 
 - `data.max_length`: covers 95% of the training texts (estimated tokens, rounded up to a
@@ -183,7 +183,7 @@ def choose(
 
 
 def describe(profile: DataProfile, choices: Sequence[Choice]) -> str:
-    """The lines fit.py prints: the profile, then one line per choice."""
+    """The lines tscratch fit prints: the profile, then one line per choice."""
     width = max(len(c.option) for c in choices)
     lines = [f"auto settings from the data ({profile.describe()}):"]
     lines += [f"  {c.option:<{width}}  {c.value!s:<6} {c.reason}" for c in choices]

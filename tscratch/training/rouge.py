@@ -1,5 +1,5 @@
 """ROUGE-1/2/L F-measure (Lin 2004), the one place tscratch computes it: the encoder-decoder's
-validation and test metrics and scripts/headline_baselines.py both come through here.
+validation and test metrics and tscratch headline-baselines both come through here.
 
 torchmetrics' `ROUGEScore` without stemming: texts are lowercased and cut into words at anything
 that is not a letter or digit, so it needs neither nltk nor a download (only `rougeLsum` would

@@ -4,8 +4,8 @@ article bodies and their headlines (`tscratch.data.headlines`).
 As in the other tasks, `@config_arguments(Seq2SeqConfig)` makes the architecture flat arguments
 (`--model.num_decoder_layers 2`), `vocab_size`, `pad_id` and the start/end ids come from the
 data, and the checkpoint carries the tokenizer and the RNG states of an exact resume. The encoder
-sits at `self.model.encoder`, so `init_from` (a pretrain.py or fit.py checkpoint, through
-`tscratch.training.init_from`) fills it, and with it the token embedding the decoder and the
+sits at `self.model.encoder`, so `init_from` (a tscratch pretrain or tscratch fit checkpoint,
+through `tscratch.training.init_from`) fills it, and with it the token embedding the decoder and the
 output layer share.
 
 Training minimises token cross-entropy of the shifted targets (label smoothing optional).
@@ -76,10 +76,10 @@ class Seq2SeqTask(EncoderTask):
             length_penalty: alpha of GNMT's length penalty ((5 + n) / 6)^alpha in beam search;
                 0 ranks by log-probability alone, larger favours longer outputs.
             no_repeat_ngram_size: n > 0 never lets a generation repeat one of its n-grams
-                (validation, test and generate.py); 0 allows repeats.
-            init_from: start the encoder (and the shared token embedding) from a pretrain.py or
-                fit.py checkpoint (or another source fit.py's init_from takes); the CLI then
-                takes the architecture and the tokenizer from it. The decoder is new.
+                (validation, test and tscratch generate); 0 allows repeats.
+            init_from: start the encoder (and the shared token embedding) from a tscratch pretrain
+                or tscratch fit checkpoint (or another source tscratch fit's init_from takes); the
+                CLI then takes the architecture and the tokenizer from it. The decoder is new.
         """
         super().__init__()  # `config_arguments` saves the hyperparameters, flat
         check_optimization(lr, weight_decay, betas)
@@ -142,7 +142,7 @@ class Seq2SeqTask(EncoderTask):
         if hp.bos_id is None or hp.eos_id is None:
             raise UserError(
                 "bos_id and eos_id are not set; they come from the data (its tokenizer's "
-                "[CLS] and [SEP]): train through fit_seq2seq.py or pass both"
+                "[CLS] and [SEP]): train through tscratch fit-seq2seq or pass both"
             )
         out = generate(
             self.model, input_ids, attention_mask, num_beams=num_beams, bos_id=hp.bos_id,

@@ -1,9 +1,9 @@
 """What every training task shares: the encoder's config, the optimizer and schedule, and the
 checkpoint content that makes a run exact to resume and a checkpoint enough to use on its own.
 
-`ClassificationTask` (fit.py) and `MaskedLMTask` (pretrain.py) subclass `EncoderTask`; each adds
-its model, loss and metrics. A subclass's `__init__` is decorated with `@config_arguments` (its
-config's fields become flat arguments) and must accept `lr`, `weight_decay`, `betas`,
+`ClassificationTask` (tscratch fit) and `MaskedLMTask` (tscratch pretrain) subclass `EncoderTask`;
+each adds its model, loss and metrics. A subclass's `__init__` is decorated with `@config_arguments`
+(its config's fields become flat arguments) and must accept `lr`, `weight_decay`, `betas`,
 `warmup_steps` and `min_lr`, which `configure_optimizers` reads from the hyperparameters.
 """
 

@@ -1,0 +1,88 @@
+"""The argument parser of every argparse command: no prefixes, one line per mistake, old spellings.
+
+- No option is taken by prefix (`--out` is never `--output`): `allow_abbrev=False`.
+- A mistake is one `error:` line on stderr (exit code 2) with the nearest real options, not a
+  page of usage before it: `error: unrecognized arguments: --modle; did you mean --model?`.
+- `renamed={"--ckpt_path": "--model"}` keeps an old spelling working, with a one-line notice on
+  stderr, so the same option is spelled the same way in every command.
+
+Imports only the standard library: `tscratch COMMAND --help` must not wait for torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+PROG: str | None = None
+"""The running command's name for usage lines (`tscratch predict`), set by `tscratch.cli.run`;
+None outside it (argparse then names the script)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` with the behaviour described in the module docstring.
+
+    Args:
+        renamed: old spelling -> the option it now is; accepted with a notice.
+        **kwargs: as argparse's (`allow_abbrev` is always False).
+    """
+
+    def __init__(self, *args: Any, renamed: Mapping[str, str] | None = None, **kwargs: Any):
+        kwargs["allow_abbrev"] = False
+        if PROG is not None:
+            kwargs.setdefault("prog", PROG)
+        super().__init__(*args, **kwargs)
+        self.renamed = dict(renamed or {})
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._respell(args), namespace)
+
+    def _respell(self, args: list[str]) -> list[str]:
+        out = []
+        for arg in args:
+            if arg == "--":
+                out += args[len(out) :]
+                break
+            flag, eq, value = arg.partition("=")
+            if flag in self.renamed:
+                new = self.renamed[flag]
+                print(f"note: {flag} is now spelt {new} (the old spelling still works)",
+                      file=sys.stderr)  # fmt: skip
+                arg = new + eq + value
+            out.append(arg)
+        return out
+
+    def options(self) -> list[str]:
+        """Every option string this parser knows, old spellings included."""
+        found = [s for action in self._actions for s in action.option_strings]
+        return [*found, *self.renamed]
+
+    def error(self, message: str) -> NoReturn:
+        hint = self.nearest(message)
+        tail = hint or f"{self.prog} --help lists the options"
+        self.exit(2, f"error: {' '.join(message.split())}; {tail}\n")
+
+    def nearest(self, message: str) -> str:
+        """'did you mean ...?' for the unknown options named in argparse's `message`."""
+        match = re.match(r"unrecognized arguments: (.*)", message)
+        if not match:
+            return ""
+        suggestions = []
+        for arg in match.group(1).split():
+            if arg.startswith("-"):
+                suggestions += nearest(arg.partition("=")[0], self.options())
+        return f"did you mean {' or '.join(dict.fromkeys(suggestions))}?" if suggestions else ""
+
+
+def nearest(option: str, known: Sequence[str], n: int = 3) -> list[str]:
+    """Up to `n` of `known` that look like `option` (a misspelling or a prefix of one)."""
+    longer = [k for k in known if k.startswith(option) and k != option]
+    close = difflib.get_close_matches(option, known, n=n, cutoff=0.6)
+    return list(dict.fromkeys([*close, *longer]))[:n]

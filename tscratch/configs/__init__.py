@@ -1,0 +1,40 @@
+"""The packaged configs: `--config NAME` is `tscratch/configs/NAME.yaml`, shipped in the wheel.
+
+`fit`, `pretrain` and `fit-seq2seq` take them as LightningCLI configs, `test` and `sweep` read
+them too, and the lab builds its runs from them. Plain Python: nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from tscratch.errors import UserError
+
+CONFIGS = Path(__file__).resolve().parent
+"""The folder of the packaged YAML files."""
+
+
+def packaged_config(name: str) -> str:
+    """`tiny` -> the path of tscratch/configs/tiny.yaml; a file path is returned as given.
+
+    A bare name that is neither a packaged config nor a file is a `UserError` listing the
+    packaged configs.
+    """
+    candidate = CONFIGS / f"{name}.yaml"
+    bare = "/" not in name and not name.endswith((".yaml", ".yml", ".json"))
+    if bare and candidate.is_file():
+        return str(candidate)
+    if bare and not Path(name).exists():
+        names = packaged_configs()
+        near = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise UserError(
+            f"--config {name}: no such packaged config or file; {hint}packaged: {', '.join(names)}"
+        )
+    return name
+
+
+def packaged_configs() -> list[str]:
+    """The names `--config` takes without a path (tscratch/configs/*.yaml)."""
+    return sorted(p.stem for p in CONFIGS.glob("*.yaml"))
