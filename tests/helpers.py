@@ -15,8 +15,13 @@ import sys
 import warnings
 from pathlib import Path
 
+import lightning  # noqa: F401 - see below
 import pytest
 import torch
+
+# Lightning attaches stderr handlers to its loggers when first imported. Commands import it
+# lazily, so without this a test that captures stderr could be the first importer, leaving the
+# handlers on a captured stream that is closed after the test.
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "tscratch" / "configs" / "tiny.yaml"

@@ -88,7 +88,7 @@ def test_missing_checkpoint_is_one_line(run_main, tmp_path):
     proc = run_main("test.py", "--model", tmp_path / "nope.ckpt", cwd=tmp_path)
 
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"error: --model {tmp_path / 'nope.ckpt'}: no such file"
+    assert proc.stderr.strip() == f"error: --model {tmp_path / 'nope.ckpt'}: no such file or folder"
 
 
 def test_output_that_is_a_file_is_one_line(capsys, tmp_path):
@@ -127,4 +127,35 @@ def test_more_than_one_device_is_refused(capsys):
     assert main(["--model", "any.ckpt", "--trainer.devices", "2"]) == 2
     assert capsys.readouterr().err == (
         "error: --trainer.devices (2): tscratch test evaluates on one device; pass 1\n"
+    )
+
+
+@pytest.mark.slow
+def test_an_exported_folder_scores_as_its_checkpoint(run_main, tiny_run, tmp_path):
+    ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
+    exported = run_main("export.py", "--model", ckpt, "--out", tmp_path / "model", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    of_ckpt = run_main("test.py", "--model", ckpt, cwd=tmp_path)
+    config = tiny_run.run / "config.yaml"  # the run's data, which the folder does not record
+    of_folder = run_main("test.py", "--model", tmp_path / "model", "--config", config, cwd=tmp_path)
+
+    assert of_ckpt.returncode == 0 and of_folder.returncode == 0, of_folder.stderr[-3000:]
+    ckpt_metrics = json.loads(of_ckpt.stdout.strip().splitlines()[-1])
+    folder_metrics = json.loads(of_folder.stdout.strip().splitlines()[-1])
+    assert folder_metrics["test/acc"] == ckpt_metrics["test/acc"]
+    assert folder_metrics["test/f1"] == pytest.approx(ckpt_metrics["test/f1"], abs=1e-6)
+    # A checkpoint's test/loss is its training loss (label smoothing 0.1 here); a folder does not
+    # record that, so its test/loss is plain cross-entropy: close, not equal.
+    assert folder_metrics["test/loss"] == pytest.approx(ckpt_metrics["test/loss"], abs=0.05)
+    assert folder_metrics["test/loss"] != ckpt_metrics["test/loss"]
+
+
+def test_an_exported_folder_needs_its_data_named(run_main, tmp_path):
+    (tmp_path / "model").mkdir()
+    proc = run_main("test.py", "--model", tmp_path / "model", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: --model {tmp_path / 'model'} is an exported folder, which does not record the "
+        "data it was trained on; name the data with --data.dataset (and --data.text_column, "
+        "--data.label_column as in training) or --config the run's config.yaml\n"
     )

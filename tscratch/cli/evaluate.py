@@ -26,21 +26,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import lightning as L
-import yaml
-
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.configs import packaged_config
-from tscratch.data.datamodule import TextClassificationData
 from tscratch.errors import MissingFile, UserError, report
-from tscratch.training.checkpointing import read_checkpoint
-from tscratch.training.classification import ClassificationTask
-from tscratch.training.report import (
-    KeepTestLogits,
-    classification_report,
-    format_report,
-    write_report,
-)
 
 _DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column")
 
@@ -64,8 +52,21 @@ def evaluate(
         `classification_report`'s dict, with the checkpoint path and the loss added.
     """
     path = Path(ckpt_path)
+    if path.is_dir():  # an exported folder: no Lightning, the data named by the flags
+        from tscratch.cli.evaluate_export import evaluate_export
+
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        return evaluate_export(path, given, given.pop("batch_size", None) or 32)
     if not path.is_file():
-        raise MissingFile(f"--model {ckpt_path}: no such file")
+        raise MissingFile(f"--model {ckpt_path}: no such file or folder")
+    # Imported here: `--help`, a bad flag and an exported folder need none of Lightning.
+    import lightning as L
+
+    from tscratch.data.datamodule import TextClassificationData
+    from tscratch.training.checkpointing import read_checkpoint
+    from tscratch.training.classification import ClassificationTask
+    from tscratch.training.report import KeepTestLogits, classification_report
+
     checkpoint = read_checkpoint(path)  # once; CRC-checked, data only: one line if broken
     model = ClassificationTask.from_checkpoint(checkpoint)
     if model.tokenizer_json is None:
@@ -86,6 +87,7 @@ def evaluate(
         # Other data: none of the training source's settings apply to it.
         for key in (*_DATA_KEYS, "train_rows"):  # train_rows drew from the training source
             data_args.pop(key, None)
+    overrides.pop("seed", None)  # the checkpoint's split seed is its own
     data_args.update(overrides)
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer_file = Path(tmp) / "tokenizer.json"
@@ -124,8 +126,9 @@ def parser() -> ArgumentParser:
         renamed={"--ckpt_path": "--model", **{f"--{k}": f"--data.{k}" for k in old}},
     )
     parser.add_argument(
-        "--model", dest="ckpt_path", required=True, metavar="CKPT",
-        help="checkpoint written by tscratch fit",
+        "--model", dest="ckpt_path", required=True, metavar="SOURCE",
+        help="a checkpoint written by tscratch fit, or an exported folder (then name its data: "
+        "--data.dataset ..., or --config the run's config.yaml)",
     )  # fmt: skip
     parser.add_argument("--config", "-c", help="a fit config: its data: section is used")
     data = parser.add_argument_group("data (as fit's; flags win over --config)")
@@ -135,6 +138,10 @@ def parser() -> ArgumentParser:
     data.add_argument("--data.text_column", dest="text_column")
     data.add_argument("--data.label_column", dest="label_column")
     data.add_argument("--data.batch_size", dest="batch_size", type=int)
+    data.add_argument(
+        "--data.seed", dest="seed", type=int,
+        help="an exported folder's split seed, as fit's (default 42; a checkpoint has its own)",
+    )  # fmt: skip
     trainer = parser.add_argument_group("trainer (as tscratch fit's)")
     trainer.add_argument("--trainer.accelerator", dest="accelerator", default="auto")
     trainer.add_argument("--trainer.devices", dest="devices", type=int, default=1)
@@ -150,7 +157,7 @@ def parser() -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    overrides = {k: getattr(args, k) for k in (*_DATA_KEYS, "batch_size")}
+    overrides = {k: getattr(args, k) for k in (*_DATA_KEYS, "batch_size", "seed")}
     if args.devices != 1:  # each process would report on its own shard of the test split
         return report(
             UserError(
@@ -165,13 +172,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.output is not None and args.output.exists() and not args.output.is_dir():
             raise UserError(f"--output {args.output} is a file; give a folder (made if missing)")
         if args.config is not None:
-            overrides = {**config_data(args.config), **{k: v for k, v in overrides.items() if v}}
+            overrides = {
+                **config_data(args.config),
+                **{k: v for k, v in overrides.items() if v is not None},
+            }
         metrics = evaluate(args.ckpt_path, overrides, trainer_args)
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     results = metrics.pop("report")
     if args.output is not None:
+        from tscratch.training.report import write_report
+
         write_report(results, args.output)
+    from tscratch.training.report import format_report
+
     sys.stdout.write(format_report(results) + "\n\n" + json.dumps(metrics) + "\n")
     return 0
 
@@ -182,10 +196,13 @@ def config_data(file: str) -> dict[str, Any]:
     path = Path(packaged_config(file))
     if not path.is_file():
         raise MissingFile(f"--config {file}: no such file")
+    import yaml
+
     try:
         section = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data") or {}
     except (yaml.YAMLError, AttributeError) as error:
         raise UserError(
             f"--config {file} is not a tscratch fit config ({type(error).__name__})"
         ) from None
-    return {k: section[k] for k in (*_DATA_KEYS, "batch_size") if section.get(k) is not None}
+    keys = (*_DATA_KEYS, "batch_size", "seed")
+    return {k: section[k] for k in keys if section.get(k) is not None}

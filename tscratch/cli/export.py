@@ -18,13 +18,15 @@ from pathlib import Path
 
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.errors import MissingFile, UserError, report
-from tscratch.export import export, require_export_extra
-from tscratch.training.checkpointing import read_checkpoint
-from tscratch.training.classification import ClassificationTask
 
 
 def run(args: argparse.Namespace) -> Path:
     """Check the flags, read the checkpoint once and write the folder."""
+    # Imported here, after the flags parse: `--help` and a bad flag answer without torch.
+    from tscratch.export import export, require_export_extra
+    from tscratch.training.checkpointing import read_checkpoint
+    from tscratch.training.classification import ClassificationTask
+
     if args.onnx or args.quantize:  # before the slow part
         require_export_extra("--onnx" if args.onnx else "--quantize")
     metrics = _read_metrics(args.metrics) if args.metrics else None

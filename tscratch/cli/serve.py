@@ -31,7 +31,6 @@ import socket
 import sys
 from typing import Any
 
-from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.cli.serve_requests import API_PATH, Limits, RefuseBadRequests, read_request
 from tscratch.errors import UserError, report
@@ -79,6 +78,8 @@ class ClassifierAPI(_LitAPI):
         self.source, self.limits, self.pairs = source, limits, pairs
 
     def setup(self, device: str) -> None:
+        from tscratch.cli.classifiers import open_classifier  # torch: after the flags parse
+
         self.classifier = open_classifier(self.source, device=device)
 
     # Unannotated on purpose: LitServe reads the annotation as the request type (JSON by default).
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> None:
     if not 1024 <= args.port <= 65535:
         raise UserError(f"--port ({args.port}) must be from 1024 to 65535")
     check_port_free(args.host, args.port)
+    from tscratch.cli.classifiers import open_classifier  # torch: after the flags parse
+
     classifier = open_classifier(args.model)  # one clear line for a bad --model, before forking
     limits = Limits(args.max_texts, args.max_text_chars)
     pairs = classifier.reads_pairs
