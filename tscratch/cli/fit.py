@@ -23,6 +23,9 @@ short summary. What it adds to Lightning's defaults, and why:
 - an `EarlyStopping` callback (`--trainer.callbacks+=EarlyStopping`) is checked before the run
   and, when it ends the run, the stop is stated against the scheduled length
   (`tscratch.cli.stopping`);
+- `--model.teacher SOURCE` distils a fine-tuned classifier into the model: its logits of the
+  training texts and their augmented copies, computed once and cached (`tscratch.cli.teacher`,
+  `tscratch.data.transfer`; docs/distillation.md);
 - the bag-of-words bar: TF-IDF + logistic regression fitted on the run's own training split is
   reported beside the test score, logged and stored in the checkpoints
   (`tscratch.training.baseline_bar`; `--baseline false` skips it).
@@ -42,11 +45,12 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from tscratch.cli.auto import choose_auto_settings
+from tscratch.cli.auto import choose_auto_settings, wanted_options
 from tscratch.cli.checks import check_max_length, check_resume
 from tscratch.cli.launch import build_cli, console
 from tscratch.cli.pairs import settle_token_types
 from tscratch.cli.stopping import check_early_stopping, early_stop_note
+from tscratch.cli.teacher import TeacherModel, settle_teacher_options
 from tscratch.data.datamodule import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
@@ -194,7 +198,9 @@ class TScratchCLI(LightningCLI):
         if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
         settle_token_types(config)  # text pairs need token types 0 and 1
+        epochs_auto = "trainer.max_epochs" in wanted_options(config, self.auto_options)
         choose_auto_settings(config, self.auto_options)
+        settle_teacher_options(config, epochs_auto)  # --model.teacher: distillation
         if config.trainer.precision is None:
             config.trainer.precision = default_precision()
             log.info(
@@ -276,6 +282,8 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         # Before fit: a bad combination fails here, before the run folder or any file is written.
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None
+        if model.hparams.get("teacher") is not None:  # logits computed (or read) before training
+            cli.datamodule.distill_from(TeacherModel(model.hparams.teacher))
         cli.check_resume()
         check_early_stopping(trainer.early_stopping_callbacks, model.validation_metrics())
         trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)

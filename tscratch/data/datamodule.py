@@ -18,6 +18,7 @@ from datasets import Dataset
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
+from tscratch.data.augment import check_augment
 from tscratch.data.base import TokenizedData
 from tscratch.data.encoding import (
     ENCODING,
@@ -38,6 +39,7 @@ from tscratch.data.tokenizer import (
     fingerprint,
     load_tokenizer,
 )
+from tscratch.data.transfer import Augmentation, Teacher, distillation_split
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -117,6 +119,11 @@ class TextClassificationData(TokenizedData):
             label column ("sport|tech" with "|"). A label column of JSON/Parquet lists is
             multi-label without it. Multi-label runs train one sigmoid per label (see the
             README's Multi-label section).
+        augment_copies: With --model.teacher: augmented copies of each training text, trained on
+            the teacher's logits (Tang et al. 2019; default 20); 0: the original texts only.
+        augment_mask: Probability that a copy masks a word (in CJK text: a character).
+        augment_swap: Probability that a copy replaces a word by one of the training texts'.
+        augment_ngram: Probability that a copy is cut down to an n-gram of 1-5 words.
     """
 
     def __init__(
@@ -141,6 +148,10 @@ class TextClassificationData(TokenizedData):
         bucket_size: int = 100,
         train_rows: int | None = None,
         label_delimiter: str | None = None,
+        augment_copies: int | None = None,
+        augment_mask: float = 0.1,
+        augment_swap: float = 0.1,
+        augment_ngram: float = 0.25,
     ) -> None:
         super().__init__()
         for arg, value in (("max_length", max_length), ("vocab_size", vocab_size)):
@@ -164,6 +175,7 @@ class TextClassificationData(TokenizedData):
                 f"data.max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b "
                 f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
             )
+        check_augment(augment_copies, augment_mask, augment_swap, augment_ngram)
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
         self.save_hyperparameters(ignore=["vocab_size"])
@@ -173,6 +185,7 @@ class TextClassificationData(TokenizedData):
         self._eval_batch_size = eval_batch_size or 2 * batch_size
         self._prepared: _Prepared | None = None
         self._tokenized: dict[str, Dataset] = {}
+        self.teacher: Teacher | None = None  # see distill_from
 
     # Sizes the CLI links into the model (tokenizer, vocab_size, pad_id: see TokenizedData).
     @property
@@ -231,6 +244,25 @@ class TextClassificationData(TokenizedData):
             self._prepared = _Prepared(splits, tokenizer)
         return self._prepared
 
+    @property
+    def augmentation(self) -> Augmentation:
+        """The copies distillation makes (``augment_*`` options, ``seed``)."""
+        return Augmentation.of(self.hparams)
+
+    def distill_from(self, teacher: Teacher) -> None:
+        """Train on ``teacher``'s logits of the training texts and their augmented copies
+        (`tscratch.data.transfer`); call before ``setup``."""
+        if self.text_pair_column is not None or self.multi_label:
+            kind = "text pairs" if self.text_pair_column else "multi-label data"
+            raise UserError(f"--model.teacher distils single-label, single-text data, not {kind}")
+        self.teacher, self._tokenized = teacher, {}
+
+    def prepare_data(self) -> None:
+        """Reads data and tokenizer; runs the teacher unless its logits are cached."""
+        super().prepare_data()
+        if self.teacher is not None:
+            self.setup()
+
     def setup(self, stage: str | None = None) -> None:
         """Tokenizes all splits (cached by datasets under ``cache_dir``)."""
         if self._tokenized:
@@ -247,6 +279,8 @@ class TextClassificationData(TokenizedData):
                 parts = (tokenizer_key, PAIR_ENCODING, str(self._max_length), texts, pairs, labels)
                 key = fingerprint(*parts)
             self._tokenized[split] = self._tokenize(ds, split, key)
+        if self.teacher is not None:  # copies and teacher logits join the training rows
+            self._tokenized["train"] = distillation_split(self, self._tokenized["train"])
         if stage in (None, "fit"):
             self.describe()
 

@@ -51,7 +51,8 @@ class PadCollator:
 
     Rows of text pairs also carry ``token_type_ids``: the batch then has ``token_type_ids``
     (B, T) long, padded with 0. Rows that carry an ``index`` (see :class:`IndexedRows`) give the
-    batch an ``index`` (B,) long.
+    batch an ``index`` (B,) long. Rows of a distillation split (`tscratch.data.transfer`) give
+    ``teacher_logits`` (B, C) float and ``real`` (B,) bool (False on augmented copies).
     """
 
     pad_id: int
@@ -65,6 +66,10 @@ class PadCollator:
             batch["token_type_ids"] = pad_token_types(types, input_ids.shape[1])
         if "index" in rows[0]:
             batch["index"] = torch.as_tensor([r["index"] for r in rows], dtype=torch.long)
+        if "teacher_logits" in rows[0]:  # distillation (tscratch.data.transfer)
+            logits = [r["teacher_logits"] for r in rows]
+            batch["teacher_logits"] = torch.as_tensor(logits, dtype=torch.float32)  # (B, C)
+            batch["real"] = torch.as_tensor([r["real"] for r in rows], dtype=torch.bool)
         return batch
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 from torchmetrics import MetricCollection
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 FINE_TUNING = ("head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers")
 """Options that decide the optimizer's parameter groups and their rates."""
-LOSS = ("loss", "focal_gamma", "class_weights")
+LOSS = ("loss", "focal_gamma", "class_weights", "teacher", "distill_weight")
 """Options that define the training objective (a resumed run keeps its checkpoint's)."""
 
 
@@ -76,6 +77,8 @@ class ClassificationTask(EncoderTask):
         freeze_embeddings: bool = False,
         freeze_layers: int = 0,
         multi_label: bool = False,
+        teacher: str | None = None,
+        distill_weight: float = 1.0,
     ) -> None:
         """
         Args:
@@ -123,6 +126,14 @@ class ClassificationTask(EncoderTask):
             multi_label: rows carry any number of labels (linked from the data; do not set):
                 one sigmoid per label with BCE, label_smoothing moving each 0/1 target toward
                 1/2, per-label thresholds tuned on validation (`tscratch.training.multilabel`).
+            teacher: distil from this fine-tuned classifier (a tscratch fit .ckpt or an export
+                folder; Tang et al. 2019): tscratch fit runs it once over the training texts and
+                their augmented copies (data.augment_*), caches its logits and frees it; every
+                training row then also learns the teacher's logits (MSE), the real rows their
+                labels too. Validation and test stay the real rows. See docs/distillation.md.
+            distill_weight: weight of the MSE between the model's and the teacher's logits
+                (mean over rows and classes) against the label loss, which only the real rows
+                carry (the copies' labels may no longer hold); 0 ignores the teacher.
         """
         super().__init__()  # `config_arguments` saves the hyperparameters, flat
         self.config = config
@@ -148,6 +159,8 @@ class ClassificationTask(EncoderTask):
             raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
         if not 0.0 < layer_lr_decay <= 1.0:
             raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
+        if not (math.isfinite(distill_weight) and distill_weight >= 0):
+            raise UserError(f"distill_weight ({distill_weight}) must be >= 0")
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
         self.multi_label: MultiLabelObjective | None = None
         """Multi-label models' loss, thresholds (saved) and per-label F1; None otherwise."""
@@ -245,6 +258,16 @@ class ClassificationTask(EncoderTask):
             logits, labels, hp.loss, hp.focal_gamma, self.class_weight, hp.label_smoothing
         )
 
+    def _distill_loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """Per row: distill_weight x MSE to the teacher's logits (B, C), plus on real rows the
+        label loss; a batch's mean of that (the copies carry no trusted label)."""
+        real, mse = batch["real"], F.mse_loss(logits.float(), batch["teacher_logits"])
+        self.log("train/distill_mse", mse, batch_size=len(real))
+        if not real.any():
+            return self.hparams.distill_weight * mse
+        hard = self._loss(logits[real], batch["labels"][real]) * real.float().mean()
+        return hard + self.hparams.distill_weight * mse
+
     def _metric_inputs(
         self, logits: Tensor, labels: Tensor, tuned: bool = False
     ) -> tuple[Tensor, Tensor]:
@@ -267,9 +290,13 @@ class ClassificationTask(EncoderTask):
         self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
         mask = self._drop_tokens(batch["attention_mask"])
         logits = self(batch["input_ids"], mask, batch.get("token_type_ids"))
-        loss = self._loss(logits, batch["labels"])
+        labels, real = batch["labels"], batch.get("real")
+        loss = self._loss(logits, labels) if real is None else self._distill_loss(logits, batch)
         self.check_finite(loss)
-        self.train_metrics.update(*self._metric_inputs(logits.detach(), batch["labels"]))
+        if real is not None:  # metrics of the real rows: a copy's label may no longer hold
+            logits, labels = logits[real], labels[real]
+        if len(labels):
+            self.train_metrics.update(*self._metric_inputs(logits.detach(), labels))
         self.log("train/loss", loss, prog_bar=True, batch_size=B)
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=B)
         return loss

@@ -1,0 +1,197 @@
+"""`tscratch fit --model.teacher`: a tiny teacher trained in process on a three-topic CSV set,
+then a tiny student distilled from it (2 copies per text), resumed from the cached logits
+without running the teacher again; the teacher's key and its label check."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from jsonargparse import Namespace
+
+from tests.helpers import TINY_YAML, fit_in_process
+from tscratch.cli import teacher as teacher_module
+from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.teacher import TeacherModel, label_order, settle_teacher_options, teacher_key
+from tscratch.data.datamodule import TextClassificationData
+from tscratch.errors import MissingFile, UserError
+from tscratch.export import CONFIG, export
+from tscratch.training import recipe
+
+TOPICS = {
+    "money": ["bank", "price", "market", "stock", "trade"],
+    "sport": ["goal", "match", "team", "coach", "league"],
+    "tech": ["phone", "chip", "software", "data", "robot"],
+}
+FILLER = [
+    "the", "a", "today", "news", "said", "people", "about", "some", "report", "new", "big",
+    "small", "other", "week",
+]  # fmt: skip
+SIZES = {"train": 150, "validation": 30, "test": 30}
+
+
+def _write(folder: Path, names: dict[str, str] | None = None) -> Path:
+    """train/validation/test CSVs of 8 filler words and 3 topic words; labels renamed by
+    ``names``."""
+    rng, names = random.Random(0), names or {}
+    folder.mkdir()
+    for split, n in SIZES.items():
+        rows = []
+        for _ in range(n):
+            label = rng.choice(list(TOPICS))
+            words = rng.choices(FILLER, k=8) + rng.choices(TOPICS[label], k=3)
+            rng.shuffle(words)
+            rows.append((" ".join(words), names.get(label, label)))
+        with (folder / f"{split}.csv").open("w", newline="") as file:
+            csv.writer(file).writerows([("text", "label"), *rows])
+    return folder
+
+
+def _args(data: Path, root: Path, *extra: object) -> list:
+    return [
+        "--config", TINY_YAML, "--data.dataset", data, "--data.vocab_size", "200",
+        "--data.batch_size", "16", "--trainer.default_root_dir", root, "--baseline", "false",
+        "--trainer.enable_progress_bar", "false", *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict[str, Path]:
+    """The data, a cache of this module's own and a teacher trained on the data (~10 s)."""
+    base = tmp_path_factory.mktemp("distill")
+    data, cache = _write(base / "topics"), base / "cache"
+    code, log = fit_in_process(
+        _args(data, base / "teacher", "--trainer.max_epochs", "3", "--test", "false"), cache
+    )
+    assert code == 0, log
+    best = next((base / "teacher" / "lightning_logs" / "version_0" / "checkpoints").glob("best-*"))
+    return {"base": base, "data": data, "cache": cache, "teacher": best}
+
+
+@pytest.mark.slow
+def test_a_student_distils_reports_test_accuracy_and_resumes_from_the_cached_logits(
+    world, monkeypatch
+):
+    root, teacher = world["base"] / "student", world["teacher"]
+    args = _args(world["data"], root, "--model.teacher", teacher, "--data.augment_copies", "2")
+    code, log = fit_in_process(args, world["cache"])
+    assert code == 0, log
+    line = re.search(r"distilling from (.+): (\d+) training texts \+ (\d+) augmented copies, "
+                     r"teacher logits cached at (\S+)", log)  # fmt: skip
+    assert line and line[1] == str(teacher) and line.group(2, 3) == ("150", "300"), log
+    cached = Path(line[4])
+    assert cached.parent == world["cache"] / "teacher_logits" and cached.is_file()
+    assert torch.load(cached, weights_only=True)["logits"].shape == (450, 3)
+    assert "teacher logits: running" in log
+    assert re.search(r"test accuracy \d\.\d{4}", log), log
+
+    # The second run (a resume) reads the logits back: the teacher is never opened.
+    def refuse(*args, **kwargs):
+        raise AssertionError("the teacher ran again")
+
+    monkeypatch.setattr(teacher_module, "open_classifier", refuse)
+    code, again = fit_in_process([*args, "--ckpt_path", "last", "--trainer.max_epochs", "2"],
+                                 world["cache"])  # fmt: skip
+    assert code == 0, again
+    assert "resuming from" in again and line[0] in again and "teacher logits: running" not in again
+    hparams = torch.load(root / "lightning_logs/version_0/checkpoints/last.ckpt",
+                         weights_only=True)["hyper_parameters"]  # fmt: skip
+    assert hparams["teacher"] == str(teacher) and hparams["distill_weight"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_teacher_of_other_labels_stops_the_run_with_one_line(world, capsys):
+    other = _write(world["base"] / "renamed", {"money": "finance"})
+    args = _args(other, world["base"] / "mismatch", "--model.teacher", world["teacher"])
+    code, _ = fit_in_process(args, world["cache"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1, errors
+    assert not (world["base"] / "mismatch").exists()  # before the run folder is made
+    assert (
+        "predicts labels ['money', 'sport', 'tech'] but the data has labels ['finance', "
+        in errors[0]
+    )
+
+
+def test_teacher_labels_map_by_name_and_other_labels_are_refused(world, monkeypatch):
+    monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)  # fp32 on every CPU
+    teacher = TeacherModel(str(world["teacher"]))
+    texts = ["bank price today", "goal match news", "chip robot week"]
+    own = open_classifier(world["teacher"]).logits(texts)
+    reordered = teacher.logits(lambda mask: texts, ["tech", "money", "sport"])
+    assert torch.allclose(reordered, own[:, [2, 0, 1]], atol=1e-6)
+    assert label_order(["a", "b"], ["b", "a"], "t") == [1, 0]
+    with pytest.raises(UserError, match=r"predicts labels \['money', 'sport', 'tech'\] but the "
+                       r"data has labels \['money', 'sport'\]; distil from a teacher"):  # fmt: skip
+        teacher.logits(lambda mask: texts, ["money", "sport"])
+
+
+def test_the_teacher_key_follows_the_files_bytes(world, tmp_path):
+    ckpt = tmp_path / "teacher.ckpt"
+    shutil.copy(world["teacher"], ckpt)
+    key = teacher_key(ckpt)
+    assert key == teacher_key(world["teacher"])  # the bytes, not the path
+    with ckpt.open("ab") as file:
+        file.write(b"\0")
+    assert teacher_key(ckpt) != key
+    folder = export(world["teacher"], tmp_path / "exported")
+    folder_key = teacher_key(folder)
+    (folder / CONFIG).write_text((folder / CONFIG).read_text().replace("}", " }", 1))
+    assert teacher_key(folder) != folder_key
+    with pytest.raises(MissingFile, match=r"--model\.teacher .*nowhere: no such file or folder"):
+        teacher_key(tmp_path / "nowhere")
+
+
+def test_copies_without_a_teacher_and_a_missing_teacher_are_refused_first(world, capsys):
+    for extra, message in (
+        (("--data.augment_copies", "2"), "data.augment_copies (2) makes copies for distillation"),
+        (("--model.teacher", "missing.ckpt"), "--model.teacher missing.ckpt: no such file"),
+    ):
+        code, _ = fit_in_process(_args(world["data"], world["base"] / "refused", *extra),
+                                 world["cache"])  # fmt: skip
+        assert code == 2 and message in capsys.readouterr().err
+        assert not (world["base"] / "refused").exists()  # refused before anything is written
+
+
+def test_epochs_left_to_the_data_count_the_copies(world, caplog):
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(TextClassificationData.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    data = Namespace(defaults | {"dataset": str(world["data"]), "max_length": 64})
+    config = Namespace(
+        model=Namespace(teacher=str(world["teacher"])),
+        data=data,
+        trainer=Namespace(max_epochs=None),
+    )
+    with caplog.at_level("INFO", logger="tscratch"):
+        settle_teacher_options(config, epochs_left_to_data=True)
+    assert config.data.augment_copies == 20  # recorded as the number it is
+    # 150 texts of ~12 tokens and 15 full-length copies of each: ~29k tokens a pass.
+    assert config.trainer.max_epochs == recipe.EPOCH_RANGE[1]
+    assert "trainer.max_epochs 40 instead, for distillation" in caplog.text
+    config.data.augment_copies, config.trainer.max_epochs = 0, None
+    settle_teacher_options(config, epochs_left_to_data=False)
+    assert config.data.augment_copies == 0 and config.trainer.max_epochs is None
+
+
+def test_the_teacher_runs_in_bf16_where_the_cpu_has_it_and_fp32_elsewhere(
+    world, monkeypatch, caplog
+):
+    texts = ["bank price today", "goal match news", "chip robot week"] * 4
+    teacher, labels = TeacherModel(str(world["teacher"])), ["money", "sport", "tech"]
+    with caplog.at_level("INFO", logger="tscratch"):
+        monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)
+        fp32 = teacher.logits(lambda mask: texts, labels)
+        monkeypatch.setattr(teacher_module, "native_bf16", lambda: True)
+        bf16 = teacher.logits(lambda mask: texts, labels)
+    assert "over 12 texts (fp32)" in caplog.text and "(bfloat16 autocast)" in caplog.text
+    assert fp32.dtype == bf16.dtype == torch.float32
+    assert torch.allclose(bf16, fp32, atol=0.1) and not torch.equal(bf16, fp32)

@@ -1,0 +1,179 @@
+"""`--model.teacher SOURCE`: the fine-tuned classifier a tscratch fit run distils from.
+
+`TeacherModel` is the `tscratch.data.transfer.Teacher` the data module asks for logits. It opens
+SOURCE (whatever `open_classifier` opens: a `.ckpt`, an exported folder or its ONNX file) only
+when the logits are not cached, runs it longest text first in batches of similar length
+(`tscratch.cli.predict_logits`) under bf16 autocast where the CPU has native bf16 (fp32
+otherwise, where bf16 is emulated and slow; on CUDA when there is a GPU), and lets it go before
+the student trains. Its `key`
+is a hash of SOURCE's bytes (for a folder: its weights, config and tokenizer files), so a
+retrained teacher at the same path gets new logits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from jsonargparse import Namespace
+from torch import Tensor
+
+from tscratch.cli.auto import training_profile
+from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.predict_logits import document_logits
+from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
+from tscratch.data.transfer import DEFAULT_COPIES, mask_token_of
+from tscratch.errors import MissingFile, UserError
+from tscratch.export import CONFIG, TOKENIZER, WEIGHTS
+from tscratch.training import recipe
+
+log = logging.getLogger("tscratch")
+FOLDER_FILES = (WEIGHTS, CONFIG, TOKENIZER)
+"""What a teacher folder's key hashes: the files `open_classifier` reads from it."""
+
+
+def native_bf16() -> bool:
+    """Whether this CPU runs bf16 matmuls natively (AVX-512 BF16 or AMX), as fit's precision
+    policy decides (`tscratch.cli.fit.default_precision`)."""
+    cpu = torch.cpu
+    return cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported()
+
+
+def autocast_dtype(device: str) -> torch.dtype | None:
+    """What the teacher runs in: bf16 (fp16 on CUDA without bf16) where it is native, else None
+    (fp32): on a CPU without native bf16, autocast would emulate it, many times slower."""
+    if device == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if native_bf16() else None
+
+
+def teacher_key(source: str | Path) -> str:
+    """A hash of the teacher's files: the file's bytes, or a folder's weights, config and
+    tokenizer (an ONNX file inside an export folder: with that folder's config and tokenizer)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        files = [path / name for name in FOLDER_FILES]
+    elif path.is_file():
+        files = [
+            path,
+            *([path.parent / CONFIG, path.parent / TOKENIZER] * (path.suffix == ".onnx")),
+        ]
+    else:
+        raise MissingFile(
+            f"--model.teacher {source}: no such file or folder; pass a tscratch fit .ckpt or an "
+            f"export folder"
+        )
+    sha = hashlib.sha256()
+    for file in files:  # in a fixed order; the name of a lone file plays no part
+        if not file.is_file():  # open_classifier names it, if it needs it
+            sha.update(b"missing")
+            continue
+        with file.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                sha.update(block)
+        sha.update(b"\0end")
+    return sha.hexdigest()[:16]
+
+
+def label_order(teacher: Sequence[str], data: Sequence[str], source: str) -> list[int]:
+    """For each of the data's labels, the teacher's column holding it; a `UserError` when the
+    two are not the same set of names."""
+    if sorted(teacher) != sorted(data) or len(set(data)) != len(data):
+        raise UserError(
+            f"--model.teacher {source} predicts labels {list(teacher)} but the data has labels "
+            f"{list(data)}; distil from a teacher fine-tuned on this data's labels"
+        )
+    return [list(teacher).index(name) for name in data]
+
+
+class TeacherModel:
+    """The classifier at ``source``, as the data module's `Teacher`.
+
+    Args:
+        source: what `--model.teacher` names.
+        batch_size: texts per forward pass.
+    """
+
+    def __init__(self, source: str, batch_size: int = 32) -> None:
+        self.name = source
+        self.key = teacher_key(source)
+        self.batch_size = batch_size
+
+    def logits(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]) -> Tensor:
+        """Float32 logits (N, C) of ``texts_for(mask)``, ``mask`` the teacher's own mask token,
+        columns in ``label_names``' order."""
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        classifier = open_classifier(self.name, device=device)
+        if classifier.reads_pairs or classifier.multi_label:
+            kind = "text pairs" if classifier.reads_pairs else "multi-label"
+            raise UserError(
+                f"--model.teacher {self.name} is a {kind} model; distil a single-label one"
+            )
+        columns = label_order(classifier.labels, label_names, self.name)
+        texts = texts_for(mask_token_of(classifier.tokenizer))
+        dtype = autocast_dtype(device)
+        shown = "fp32" if dtype is None else f"{str(dtype).removeprefix('torch.')} autocast"
+        log.info("teacher logits: running %s over %d texts (%s)", self.name, len(texts), shown)
+        start = time.perf_counter()
+        autocast = contextlib.nullcontext() if dtype is None else torch.autocast(device, dtype)
+        with autocast:
+            logits = document_logits(classifier, texts, batch_size=self.batch_size, progress=True)
+        del classifier  # the student trains without the teacher in memory
+        gc.collect()
+        log.info("teacher logits: %d texts in %.1f s", len(texts), time.perf_counter() - start)
+        return logits[:, columns].float()
+
+
+def settle_teacher_options(config: Namespace, epochs_left_to_data: bool) -> None:
+    """Check `--model.teacher` and its data options before anything is written, and fill in
+    what a teacher changes: `data.augment_copies` (`DEFAULT_COPIES` when unset) and, when the
+    number of epochs was left to the data, one sized to the grown training split.
+
+    Args:
+        config: the parsed configuration, `auto` settings already chosen.
+        epochs_left_to_data: whether `trainer.max_epochs` was chosen by the recipe.
+    """
+    data, source = config.data, config.model.get("teacher")
+    if source is None:
+        if data.get("augment_copies") not in (None, 0):
+            raise UserError(
+                f"data.augment_copies ({data.augment_copies}) makes copies for distillation; "
+                f"add --model.teacher SOURCE or drop it"
+            )
+        return
+    if not Path(source).expanduser().exists():
+        teacher_key(source)  # one MissingFile line
+    if data.get("text_pair_column") is not None:
+        raise UserError("--model.teacher distils single texts; drop --data.text_pair_column")
+    if data.augment_copies is None:
+        data.augment_copies = DEFAULT_COPIES  # recorded in config.yaml as the number it is
+    if epochs_left_to_data:
+        config.trainer.max_epochs = distillation_epochs(config)
+
+
+def distillation_epochs(config: Namespace) -> int:
+    """The recipe's token budget (`recipe.TARGET_TOKENS`) spread over the training split grown
+    by the copies (an n-gram copy's few words left out), within 1 and the recipe's most."""
+    data = config.data
+    splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
+    whole = round(data.augment_copies * (1 - data.augment_ngram))  # copies of full length
+    per_epoch = training_profile(splits).tokens_per_epoch(data.max_length) * (1 + whole)
+    high = recipe.EPOCH_RANGE[1]
+    value = min(high, max(1, round(recipe.TARGET_TOKENS / per_epoch)))
+    log.info(
+        "trainer.max_epochs %d instead, for distillation: %d passes over about %s tokens (the "
+        "training texts and %d full-length copies of each; aim %gM tokens, 1-%d passes)",
+        value,
+        value,
+        f"{per_epoch:,}",
+        whole,
+        recipe.TARGET_TOKENS / 1e6,
+        high,
+    )
+    return value

@@ -1,0 +1,166 @@
+"""The distillation training split: the real training rows plus augmented copies of their texts
+(`tscratch.data.augment`), every row carrying the teacher's logits (Tang et al. 2019).
+
+The teacher is anything with the `Teacher` shape (tscratch fit builds one from `--model.teacher`:
+`tscratch.cli.teacher`); this module never imports a model. Its logits are computed once, for
+the training texts and their copies, and cached under ``cache_dir/teacher_logits/`` by a key of
+the teacher's own (its file's hash), the data's label names, the augmentation settings and the
+training texts: a second run, or a resumed one, reads them back and never runs the teacher.
+
+Rows gain ``teacher_logits`` (C floats, in the data's label order) and ``real`` (False on the
+copies, whose labels are only their source row's, so only the real rows train on labels).
+Validation and test are never augmented.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from datasets import Dataset, concatenate_datasets
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from tscratch.checkpoint_files import atomic_save
+from tscratch.data.augment import AUGMENT_RECIPE, augment
+from tscratch.data.encoding import ENCODING
+from tscratch.data.sources import LabeledSplits, column
+from tscratch.data.tokenizer import fingerprint
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COPIES = 20
+"""Copies per training text when a teacher is given (Tang et al.'s n_iter; PaddleNLP's too)."""
+LOGITS_FORMAT = "teacher-logits-v1"
+"""Part of the cache key: bump it when what the cache file holds changes."""
+
+
+class Teacher(Protocol):
+    """What the data needs of a teacher: a name to show, a key and its logits."""
+
+    name: str
+    """How the log line names it (the path the user gave)."""
+    key: str
+    """Changes whenever the teacher's weights, configuration or tokenizer do."""
+
+    def logits(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]) -> Tensor:
+        """Float32 logits (N, C) of ``texts_for(mask_token)``, the texts written with the
+        teacher's own mask token, columns in ``label_names``' order; a `UserError` when the
+        teacher's labels are not these."""
+        ...
+
+
+class DistilledData(Protocol):
+    """What `distillation_split` reads of the data module (`TextClassificationData`)."""
+
+    teacher: Teacher
+    augmentation: Augmentation
+    splits: LabeledSplits
+    label_names: list[str]
+    tokenizer: Tokenizer
+    cache_dir: str
+    max_length: int
+
+    def _tokenize(self, ds: Dataset, split: str, key: str) -> Dataset: ...
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """The `augment` settings of a run (the data's ``augment_*`` options and its seed)."""
+
+    copies: int
+    p_mask: float
+    p_swap: float
+    p_ngram: float
+    seed: int
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> Augmentation:
+        """From a data module's options: ``augment_*`` (copies None: `DEFAULT_COPIES`), ``seed``."""
+        copies = options["augment_copies"]
+        copies = DEFAULT_COPIES if copies is None else copies
+        p_mask, p_swap, p_ngram = (options[f"augment_{k}"] for k in ("mask", "swap", "ngram"))
+        return cls(copies, p_mask, p_swap, p_ngram, options["seed"])
+
+    def texts(self, originals: Sequence[str], mask_token: str) -> list[str]:
+        """The texts the teacher reads: the originals, then their copies (text by text)."""
+        extra = augment(
+            originals,
+            self.copies,
+            p_mask=self.p_mask,
+            p_swap=self.p_swap,
+            p_ngram=self.p_ngram,
+            seed=self.seed,
+            mask_token=mask_token,
+        )
+        return [*originals, *extra]
+
+
+def mask_token_of(tokenizer) -> str:
+    """``[MASK]`` if the tokenizer has it, else ``[UNK]`` (what a mask is written as)."""
+    return "[MASK]" if tokenizer.token_to_id("[MASK]") is not None else "[UNK]"
+
+
+def logits_key(
+    teacher_key: str, label_names: Sequence[str], augmentation: Augmentation, texts: Sequence[str]
+) -> str:
+    """The cache key of the teacher's logits of ``texts`` and their copies."""
+    settings = repr(augmentation)  # copies, probabilities and seed, by name
+    return fingerprint(LOGITS_FORMAT, AUGMENT_RECIPE, teacher_key, settings, *label_names, texts)
+
+
+def teacher_logits(
+    teacher: Teacher,
+    label_names: Sequence[str],
+    augmentation: Augmentation,
+    originals: Sequence[str],
+    cache_dir: str,
+) -> tuple[Tensor, Path]:
+    """The teacher's logits (N + M, C) of the originals and their copies, and the cache file
+    they were read from or written to."""
+    key = logits_key(teacher.key, label_names, augmentation, originals)
+    path = Path(cache_dir) / "teacher_logits" / f"{key}.pt"
+    rows = len(originals) * (1 + augmentation.copies)
+    if path.is_file():
+        logits = torch.load(path, weights_only=True)["logits"]
+        if tuple(logits.shape) == (rows, len(label_names)):
+            return logits, path
+        logger.warning(
+            "teacher logits %s hold %s, not %d rows: recomputing", path, logits.shape, rows
+        )
+    logits = teacher.logits(lambda mask: augmentation.texts(originals, mask), label_names)
+    if tuple(logits.shape) != (rows, len(label_names)):
+        raise ValueError(f"the teacher gave logits {tuple(logits.shape)}, not {rows} rows")
+    atomic_save({"logits": logits.float().contiguous(), "label_names": list(label_names)}, path)
+    return logits, path
+
+
+def distillation_split(data: DistilledData, train: Dataset) -> Dataset:
+    """The tokenized training split ``train`` with the copies appended and every row's teacher
+    logits and ``real`` flag; logs what it does."""
+    teacher, augmentation, raw = data.teacher, data.augmentation, data.splits.train
+    originals = column(raw, "text")
+    logits, path = teacher_logits(
+        teacher, data.label_names, augmentation, originals, data.cache_dir
+    )
+    copies = augmentation.texts(originals, mask_token_of(data.tokenizer))[len(originals) :]
+    sources = [j // augmentation.copies for j in range(len(copies))] if copies else []
+    extra = raw.select(sources).remove_columns("text").add_column("text", copies)
+    tokenizer_key = fingerprint(data.tokenizer.to_str())
+    labels = map(str, column(extra, "labels"))
+    key = fingerprint(tokenizer_key, ENCODING, str(data.max_length), "transfer", copies, labels)
+    merged = concatenate_datasets([train, data._tokenize(extra, "transfer", key)])
+    merged = merged.add_column("teacher_logits", logits.tolist())
+    merged = merged.add_column("real", [True] * len(originals) + [False] * len(copies))
+    logger.info(
+        "distilling from %s: %d training texts + %d augmented copies, teacher logits cached at %s",
+        teacher.name,
+        len(originals),
+        len(copies),
+        path,
+    )
+    return merged
