@@ -287,6 +287,36 @@ def test_non_utf8_jsonl_is_read_with_replacement(tmp_path, caplog):
     assert f"{data} is not UTF-8 (byte 0xe9 at offset 13)" in caplog.text
 
 
+CHINESE_ROWS = [(f"第{i}条新闻讲的是{topic}的事情", topic) for i in range(6)
+                for topic in ("体育", "财经", "科技", "娱乐", "政治")]  # fmt: skip
+
+
+def test_a_gbk_csv_is_refused_in_one_line_not_read_with_merged_labels(tmp_path):
+    data = tmp_path / "gbk.csv"
+    lines = ["text,label", *(f"{t},{y}" for t, y in CHINESE_ROWS)]
+    data.write_bytes("\n".join(lines).encode("gbk"))
+    with pytest.raises(UserError) as refused:
+        load_source(str(data), cache_dir=str(tmp_path / "cache"))
+    assert str(refused.value) == (
+        f"{data} is not UTF-8 but decodes as GB18030/GBK (what Excel saves on Chinese Windows); "
+        "read as UTF-8 its Chinese text and labels would be garbled: convert it, e.g. iconv -f "
+        f"GB18030 -t UTF-8 {data} > utf8.csv"
+    )
+    # The fix works: the same rows in UTF-8 keep their five labels apart.
+    data.write_text("\n".join(lines), encoding="utf-8")
+    loaded = load_source(str(data), cache_dir=str(tmp_path / "cache2"))
+    assert sorted(set(loaded["train"]["label"])) == sorted({y for _, y in CHINESE_ROWS})
+
+
+def test_a_utf16_csv_is_refused_in_one_line(tmp_path):
+    data = tmp_path / "utf16.csv"
+    data.write_bytes("text,label\nfine words,a\nbad words,b\n".encode("utf-16"))
+    with pytest.raises(UserError, match=rf"^{re.escape(str(data))} is UTF-16 \(it starts with a "
+                       r"byte-order mark\); tscratch reads UTF-8: convert it, e\.g\. iconv -f "
+                       r"UTF-16 -t UTF-8 .* > utf8\.csv$"):  # fmt: skip
+        load_source(str(data), cache_dir=str(tmp_path / "cache"))
+
+
 @pytest.mark.slow
 def test_ten_megabyte_document_is_truncated_in_modest_memory(script, tmp_path):
     data = write_csv(tmp_path / "data.csv", [(" ".join(WORDS) * 200_000, "neg"), *rows(60)])

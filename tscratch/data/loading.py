@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import glob
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from datasets.exceptions import DatasetGenerationError
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
+_CJK_IDEOGRAPH = re.compile("[\u4e00-\u9fff]")
 
 BBC_NEWS = "bbc_news"
 LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
@@ -106,6 +108,8 @@ def _load_local(fmt: str, files: list[str], cache_dir: str | None, **where: Any)
     """``load_dataset(fmt, **where)``; text that is not UTF-8 is read with U+FFFD and a warning."""
     options = {}
     if fmt != "parquet" and (bad := _non_utf8(files)):
+        for file, _, _ in bad:
+            _refuse_other_encodings(file)
         for file, offset, byte in bad:
             logger.warning(
                 "%s is not UTF-8 (byte 0x%02x at offset %d): undecodable bytes read as U+FFFD; "
@@ -149,6 +153,30 @@ def _non_utf8(files: list[str]) -> list[tuple[str, int, int]]:
                     break
                 offset += len(chunk)
     return found
+
+
+def _refuse_other_encodings(file: str) -> None:
+    """One line for a file in an encoding whose bytes read as UTF-8 would garble every non-ASCII
+    character, labels included (two GBK labels could become one string of U+FFFD): UTF-16 (it
+    starts with a byte-order mark) and GB18030/GBK (what Excel writes on Chinese Windows; the
+    whole file decodes as it and holds CJK ideographs). A file with a few stray bytes (latin-1,
+    Windows-1252) is read with a warning, as before."""
+    raw = Path(file).read_bytes()
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise UserError(
+            f"{file} is UTF-16 (it starts with a byte-order mark); tscratch reads UTF-8: "
+            f"convert it, e.g. iconv -f UTF-16 -t UTF-8 {file} > utf8.{Path(file).suffix[1:]}"
+        )
+    try:
+        text = raw.decode("gb18030")
+    except UnicodeDecodeError:
+        return
+    if _CJK_IDEOGRAPH.search(text):
+        raise UserError(
+            f"{file} is not UTF-8 but decodes as GB18030/GBK (what Excel saves on Chinese "
+            f"Windows); read as UTF-8 its Chinese text and labels would be garbled: convert it, "
+            f"e.g. iconv -f GB18030 -t UTF-8 {file} > utf8.{Path(file).suffix[1:]}"
+        )
 
 
 def _innermost(err: BaseException) -> BaseException:
