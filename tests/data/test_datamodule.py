@@ -388,3 +388,10 @@ def test_train_rows_too_few_for_a_class_or_below_one_is_one_line():
         take_rows(splits, 5, seed=0)
     with pytest.raises(UserError, match=r"train_rows \(0\) must be at least 1"):
         take_rows(splits, 0, seed=0)
+
+
+def test_training_a_tokenizer_prints_nothing_into_a_log(capfd):
+    # Its progress bars are for a terminal; into a redirected log they wrote blank lines.
+    tokenizer = train_tokenizer(["hello world", "more words here"] * 50, "wordpiece", 60, 1000)
+    assert tokenizer.get_vocab_size() > 0
+    assert capfd.readouterr() == ("", "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -54,14 +55,17 @@ def train_tokenizer(
     ``SPECIAL_TOKENS``; the default adds none, so classification tokenizers stay as they were.
     """
     specials = [*SPECIAL_TOKENS, *extra_special_tokens]
+    # The trainer's progress bars, on a terminal; redirected to a log they are blank lines.
+    shown = {"show_progress": sys.stderr.isatty()}
     if model == "wordpiece":
         tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, **shown)
     elif model == "bpe":
         tokenizer = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##"))
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=specials, continuing_subword_prefix="##"
-        )
+            vocab_size=vocab_size, special_tokens=specials, continuing_subword_prefix="##",
+            **shown,
+        )  # fmt: skip
     else:
         raise UserError(f"tokenizer_model {model!r} must be 'wordpiece' or 'bpe'")
     tokenizer.normalizer = normalizers.Sequence(
