@@ -230,6 +230,25 @@ def test_texts_of_reads_both_forms():
         texts_of({"texts": ["bacon!"]}, limits)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ab\ud800c", r"^texts\[1\] is not valid Unicode \(a lone surrogate U\+D800 at "
+                      r"character 2\); send UTF-8 text$"),
+        ("\udfff", r"^texts\[1\] is not valid Unicode \(a lone surrogate U\+DFFF at character 0\)"),
+        (" \u200b\x00\t", r"^texts\[1\] is empty \(nothing but spaces or control characters\); "
+                           r"send some words$"),
+    ],
+)  # fmt: skip
+def test_texts_a_model_cannot_take_are_refused_where_the_request_is_read(text, message):
+    # Refused here, a bad text never reaches a batch, where it would fail the good texts in it.
+    limits = Limits(max_texts=4, max_text_chars=50)
+    with pytest.raises(BadRequest, match=message):
+        texts_of({"texts": ["fine", text]}, limits)
+    paired = json.loads('{"text": "caf\\u00e9 \\ud83d\\ude00"}')  # a surrogate pair is fine
+    assert texts_of(paired, limits) == (["café 😀"], True)
+
+
 def _through_middleware(chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple:
     """Run one POST /predict through `RefuseBadRequests` in process: (status, body, bytes read,
     whether the app behind it was reached)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -127,8 +128,17 @@ def read_request(payload: Any, limits: Limits, pairs: bool) -> tuple[list[str], 
 def _check_text(text: Any, where: str, limits: Limits) -> None:
     if not isinstance(text, str):
         raise BadRequest(400, f"{where} must be a string, not {_json_type(text)}")
-    if not text.strip():
-        raise BadRequest(400, f"{where} is empty; send some words")
+    try:  # JSON may carry a lone surrogate ("\\ud800"), which no tokenizer can take
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        raise BadRequest(
+            400, f"{where} is not valid Unicode (a lone surrogate U+{code:04X} at character "
+            f"{error.start}); send UTF-8 text",
+        ) from None  # fmt: skip
+    if not "".join(c for c in text if unicodedata.category(c)[0] != "C").strip():
+        raise BadRequest(400, f"{where} is empty (nothing but spaces or control characters); "
+                         "send some words")  # fmt: skip
     if len(text) > limits.max_text_chars:
         raise BadRequest(
             413,
