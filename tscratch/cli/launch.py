@@ -19,7 +19,6 @@ before their work starts: console output, packaged config names, and building th
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import warnings
 from typing import Any, NoReturn
@@ -27,7 +26,7 @@ from typing import Any, NoReturn
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli import parsing
-from tscratch.cli.parsing import nearest
+from tscratch.cli.parsing import did_you_mean
 from tscratch.configs import CONFIGS, packaged_config
 
 
@@ -42,15 +41,10 @@ class OneLineParser(LightningArgumentParser):
         if not self.exit_on_error:  # jsonargparse parses nested parsers this way: let it raise
             super().error(message, ex)
         message = " ".join(message.split())
-        unknown = re.match(r"unrecognized arguments: (.*)", message)
-        hint = ""
-        if unknown:
-            known = list(self._option_string_actions)
-            flags = [a.partition("=")[0] for a in unknown.group(1).split() if a.startswith("-")]
-            near = [n for flag in flags for n in nearest(flag, known)]
-            hint = f"; did you mean {' or '.join(dict.fromkeys(near))}?" if near else ""
+        hint = did_you_mean(message, list(self._option_string_actions))
         prog = self.prog.replace(" [options]", "")
-        sys.stderr.write(f"error: {message}{hint or f' ({prog} --help lists the options)'}\n")
+        tail = f"; {hint}" if hint else f" ({prog} --help lists the options)"
+        sys.stderr.write(f"error: {message}{tail}\n")
         self.exit(2)
 
 

@@ -65,20 +65,20 @@ class ArgumentParser(argparse.ArgumentParser):
         return [*found, *self.renamed]
 
     def error(self, message: str) -> NoReturn:
-        hint = self.nearest(message)
+        hint = did_you_mean(message, self.options())
         tail = hint or f"{self.prog} --help lists the options"
         self.exit(2, f"error: {' '.join(message.split())}; {tail}\n")
 
-    def nearest(self, message: str) -> str:
-        """'did you mean ...?' for the unknown options named in argparse's `message`."""
-        match = re.match(r"unrecognized arguments: (.*)", message)
-        if not match:
-            return ""
-        suggestions = []
-        for arg in match.group(1).split():
-            if arg.startswith("-"):
-                suggestions += nearest(arg.partition("=")[0], self.options())
-        return f"did you mean {' or '.join(dict.fromkeys(suggestions))}?" if suggestions else ""
+
+def did_you_mean(message: str, known: Sequence[str]) -> str:
+    """'did you mean ...?' for the unknown options an argparse `message` names ("unrecognized
+    arguments: ..."), from `known`; "" for any other message or when none is near."""
+    match = re.match(r"unrecognized arguments: (.*)", message)
+    if not match:
+        return ""
+    flags = [arg.partition("=")[0] for arg in match.group(1).split() if arg.startswith("-")]
+    near = [n for flag in flags for n in nearest(flag, known)]
+    return f"did you mean {' or '.join(dict.fromkeys(near))}?" if near else ""
 
 
 def nearest(option: str, known: Sequence[str], n: int = 3) -> list[str]:
