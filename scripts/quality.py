@@ -3,7 +3,7 @@
 One `tscratch fit` recipe on each dataset for each seed, next to TF-IDF + logistic regression on
 exactly the same splits, printed as one Markdown table (issue 20, item 4).
 
-Usage: `python scripts/quality.py [--recipe NAME_OR_YAML] [--datasets bbc_news bbc_headlines
+Usage: `python scripts/quality.py [--config NAME_OR_YAML] [--datasets bbc_news bbc_headlines
 trec6 chnsenticorp DIR ...] [--seeds 0 1 2] [--threads N] [--parallel 1|2] [--out DIR]
 [--results FILE.jsonl] [--smoke] [--table_only] [--extra FIT_FLAGS...]` (`--extra` comes last:
 every flag after it goes to `tscratch fit`).
@@ -86,7 +86,12 @@ class Cell:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
-    add("--recipe", help="packaged config name or YAML file (default: default; smoke: tiny)")
+    add(
+        "--config",
+        dest="recipe",
+        help="fit's packaged config name or YAML file (default: default; smoke: tiny); fit's own "
+        "--recipe goes after --extra",
+    )
     add("--datasets", nargs="+", help=f"{', '.join(NAMED)} or folders (default: those four)")
     add("--seeds", nargs="+", type=int, default=[0, 1, 2], help="model seeds")
     add("--threads", type=int, help="OMP_NUM_THREADS per run (default: cores / --parallel)")
@@ -98,9 +103,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--extra", nargs=argparse.REMAINDER, default=[], help="last: flags for tscratch fit")
     args = parser.parse_args(argv)
     if args.smoke and args.recipe not in (None, "tiny"):
-        parser.error("--smoke runs the tiny config; drop --recipe")
+        parser.error("--smoke runs the tiny config; drop --config")
     if own := [a for a in args.extra if a.split("=")[0] in OWN_FLAGS]:
-        parser.error(f"--extra {own[0]}: set by this script (use --recipe, --datasets, --seeds)")
+        parser.error(f"--extra {own[0]}: set by this script (use --config, --datasets, --seeds)")
     args.recipe = args.recipe or ("tiny" if args.smoke else "default")
     args.flags = [*(SMOKE_FLAGS if args.smoke else []), *args.extra]
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.parallel)
@@ -113,9 +118,9 @@ def recipe_file(recipe: str) -> Path:
     try:
         path = Path(packaged_config(recipe))
     except UserError as error:  # it names fit's flag, --config
-        raise UserError(str(error).replace("--config", "--recipe", 1)) from None
+        raise UserError(str(error)) from None
     if not path.is_file():
-        raise MissingFile(f"--recipe {recipe}: no such file; pass a packaged config or a YAML file")
+        raise MissingFile(f"--config {recipe}: no such file; pass a packaged config or a YAML file")
     return path
 
 
@@ -422,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         if not shown:
             flags = " ".join(args.flags) or "none"
             raise UserError(
-                f"{args.results}: no results for --recipe {args.recipe} with fit flags {flags} "
-                f"on these datasets ({len(rows)} rows of other runs); pass the --recipe, --smoke "
+                f"{args.results}: no results for --config {args.recipe} with fit flags {flags} "
+                f"on these datasets ({len(rows)} rows of other runs); pass the --config, --smoke "
                 "and --extra of the runs"
             )
     except UserError as error:

@@ -119,8 +119,8 @@ def test_table_shows_tfidf_of_the_same_split(smoke) -> None:
     [
         (["--datasets", "missing_folder"], "--datasets missing_folder: no such folder"),
         (["--datasets", "trec7"], "did you mean trec6?"),
-        (["--recipe", "defualt"], "--recipe defualt: no such packaged config or file"),
-        (["--recipe", "nowhere/recipe.yaml"], "--recipe nowhere/recipe.yaml: no such file"),
+        (["--config", "defualt"], "--config defualt: no such packaged config or file"),
+        (["--config", "nowhere/recipe.yaml"], "--config nowhere/recipe.yaml: no such file"),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -234,3 +234,21 @@ def test_help_answers_without_importing_torch(name, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == "[]"
+
+
+def test_an_argument_that_is_not_utf8_is_one_line_before_the_command_runs(tmp_path):
+    env = script_env(tmp_path / "cache", tmp_path)
+    argv = [sys.executable, "-m", "tscratch", "predict", "--model", "x", "ok", b"caf\xe9 au lait"]
+    proc = subprocess.run(argv, capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode() == (
+        "error: tscratch predict: argument 4 ('caf\\udce9 au lait') is not valid UTF-8 (byte "
+        "0xe9); re-encode it as UTF-8 (iconv -t utf-8), or put the texts in a file and pass "
+        "--input FILE\n"
+    )
+
+
+def test_every_command_refuses_text_that_is_not_valid_unicode(capsys):
+    for name in COMMANDS:
+        assert run(name, ["--x", "\ud800"]) == 2
+        assert capsys.readouterr().err.startswith(f"error: tscratch {name}: argument 2 ('\\ud800')")

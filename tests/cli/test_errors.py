@@ -26,7 +26,7 @@ import torch
 
 import tscratch
 from tests.helpers import REPO, TINY_YAML, script_env
-from tscratch.cli.checks import check_max_length, check_resume
+from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
 from tscratch.cli.fit import resolve_ckpt_path
 from tscratch.config import EncoderConfig
 from tscratch.data import sources
@@ -421,6 +421,37 @@ def test_nan_loss_from_a_huge_learning_rate(run_main, tmp_path):
         line,
     )
     assert {k: v for k, v in snapshot(root).items() if "version_0" in k} == before
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--trainer.max_epochs", "-1"], "trainer.max_epochs (-1) would train forever and the "
+         "learning-rate schedule needs an end; give a number of passes (1 or more) or "
+         "--trainer.max_steps N"),
+        (["--trainer.max_epochs", "0"], "trainer.max_epochs (0) must be a number of passes, 1 or "
+         "more"),
+        (["--trainer.max_steps", "-5"], "trainer.max_steps (-5) must be a number of steps, 1 or "
+         "more (or -1: set by max_epochs)"),
+        (["--trainer.accumulate_grad_batches", "0"], "trainer.accumulate_grad_batches (0) must be "
+         "1 or more batches per step"),
+        (["--trainer.limit_train_batches", "1.5"], "trainer.limit_train_batches (1.5) is a share "
+         "of the batches, at most 1.0; pass a whole number for a number of batches"),
+        (["--trainer.limit_val_batches", "-2"], "trainer.limit_val_batches (-2) must be a number "
+         "of batches (1 or more) or a share of them (above 0.0, at most 1.0)"),
+    ],
+)  # fmt: skip
+def test_trainer_counts_out_of_range_are_one_line_before_any_folder(
+    run_main, tmp_path, flags, expected
+):
+    args = ["--config", TINY_YAML, "--trainer.default_root_dir", tmp_path / "root", *flags]
+    assert error_line(run_main("fit.py", *args, cwd=tmp_path)) == f"error: {expected}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_max_epochs_minus_one_is_taken_when_max_steps_ends_the_run():
+    check_trainer_ranges({"max_epochs": -1, "max_steps": 4, "limit_train_batches": 1.0})
+    check_trainer_ranges({"max_epochs": None, "max_steps": -1, "limit_val_batches": 3})
 
 
 # --- predict and the command line -----------------------------------------------------------

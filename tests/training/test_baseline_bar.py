@@ -59,7 +59,7 @@ def test_summary_shows_the_bar_of_the_same_split(tiny_run, expected):
         f"The model is {gap:.1f} points of test accuracy {side} the bag-of-words bar"
     ), found[5]
     if side == "below":  # the tiny run is: it says what may help
-        assert "tscratch pretrain" in found[5] and "--model.init_from" in found[5]
+        assert "--recipe pretrain" in found[5] and "--recipe distil" in found[5]
 
 
 @pytest.mark.slow

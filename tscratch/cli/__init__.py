@@ -70,12 +70,35 @@ def run(name: str, argv: list[str]) -> int:
     """
     from tscratch.cli import parsing
 
+    if (bad := not_text(argv)) is not None:
+        print(f"error: tscratch {name}: {bad}", file=sys.stderr)
+        return 2
     main = importlib.import_module(COMMANDS[name].module).main
     saved, parsing.PROG = parsing.PROG, f"tscratch {name}"
     try:
         return main(argv) or 0
     finally:
         parsing.PROG = saved
+
+
+def not_text(argv: list[str]) -> str | None:
+    """What is wrong with the first argument that is not valid text, or None.
+
+    Python turns bytes of the command line that are not valid UTF-8 into lone surrogates
+    (U+DC80-U+DCFF); such a string cannot be tokenized, printed as JSON or written to a file.
+    """
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as error:
+            code = ord(arg[error.start])
+            byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+            shown = arg.encode("ascii", "backslashreplace").decode("ascii")
+            return (
+                f"argument {position} ('{shown}') is not valid UTF-8 ({byte}); re-encode it "
+                f"as UTF-8 (iconv -t utf-8), or put the texts in a file and pass --input FILE"
+            )
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,3 +72,47 @@ def _show(value: Any) -> str:
     if isinstance(value, list | tuple) and len(value) > 8:
         return f"[{', '.join(map(repr, value[:8]))}, ... ({len(value)} in all)]"
     return repr(value) if isinstance(value, str) else str(value)
+
+
+LENGTH_OPTIONS = {
+    "max_epochs": "a number of passes, 1 or more",
+    "max_steps": "a number of steps, 1 or more (or -1: set by max_epochs)",
+    "accumulate_grad_batches": "1 or more batches per step",
+    "log_every_n_steps": "1 or more steps",
+    "check_val_every_n_epoch": "1 or more epochs",
+}
+"""Trainer options whose value must be a positive count, and what each counts."""
+LIMIT_OPTIONS = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
+
+
+def check_trainer_ranges(trainer: Mapping[str, Any]) -> None:
+    """Refuses trainer counts out of range (negative or zero epochs, steps, limits) before
+    anything is built: the learning-rate schedule needs a finite, positive length, and Lightning
+    would otherwise fail with a traceback minutes in, or after writing the run folder."""
+    for name, what in LENGTH_OPTIONS.items():
+        value = trainer.get(name)
+        if value is None or (name == "max_steps" and value == -1):
+            continue
+        if name == "max_epochs" and value == -1:  # Lightning's "no limit": max_steps must end it
+            if trainer.get("max_steps") not in (None, -1):
+                continue
+            raise UserError(
+                "trainer.max_epochs (-1) would train forever and the learning-rate schedule "
+                "needs an end; give a number of passes (1 or more) or --trainer.max_steps N"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"trainer.{name} ({value}) must be {what}")
+    for name in LIMIT_OPTIONS:
+        value = trainer.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise UserError(
+                f"trainer.{name} ({value}) must be a number of batches (1 or more) or a share "
+                f"of them (above 0.0, at most 1.0)"
+            )
+        if isinstance(value, float) and value > 1.0:
+            raise UserError(
+                f"trainer.{name} ({value}) is a share of the batches, at most 1.0; pass a whole "
+                f"number for a number of batches"
+            )

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -46,7 +46,8 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.auto import choose_auto_settings, wanted_options
-from tscratch.cli.checks import check_max_length, check_resume
+from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
+from tscratch.cli.fit_recipe import RECIPES, StageInterrupted, settle_recipe
 from tscratch.cli.launch import build_cli, console
 from tscratch.cli.pairs import settle_token_types
 from tscratch.cli.stopping import check_early_stopping, early_stop_note
@@ -56,7 +57,7 @@ from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.pretrained import Pretrained
 from tscratch.training.baseline_bar import BaselineBar
-from tscratch.training.callbacks import GracefulStop
+from tscratch.training.callbacks import GracefulStop, resume_command
 from tscratch.training.checkpointing import (
     RESUME_KEYS,
     CheckpointError,
@@ -160,6 +161,21 @@ class TScratchCLI(LightningCLI):
                 help="Fit TF-IDF + logistic regression on the same training split and report "
                 "it beside the test score (seconds; cached per split).",
             )
+            parser.add_argument(
+                "--recipe",
+                type=Literal[RECIPES],  # type: ignore[valid-type]
+                default="plain",
+                help="The stages before training on the labels: plain (none), pretrain "
+                "(masked-LM on the training texts), distil (fine-tune a pretrained teacher, "
+                "then learn its logits), auto (chosen from the data by a printed rule; "
+                "default.yaml's choice). See docs/training.md.",
+            )
+            parser.add_argument(
+                "--teacher_init",
+                type=str,
+                default="minilm",
+                help="The pretrained encoder the distil recipe fine-tunes as its teacher.",
+            )
 
     def check_resume(self) -> None:
         """Refuse a `--ckpt_path` of another architecture (before anything is written), then
@@ -176,7 +192,9 @@ class TScratchCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config
+        check_trainer_ranges(config.trainer)  # before any folder is written
         root = Path(config.trainer.default_root_dir or ".")
+        resuming = config.ckpt_path == "last"
         config.ckpt_path, version, self.resume_state = resolve_ckpt_path(config.ckpt_path, root)
         if version is not None:  # resuming into the run's own folder: of course it is not empty
             warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
@@ -195,6 +213,8 @@ class TScratchCLI(LightningCLI):
                     class_path=f"{SafeCheckpointIO.__module__}.{SafeCheckpointIO.__qualname__}"
                 )
             ]
+        if config.get("recipe") not in (None, "plain"):  # stages: set init_from or teacher
+            settle_recipe(config, resuming=resuming or self.resume_state is not None)
         if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
         settle_token_types(config)  # text pairs need token types 0 and 1
@@ -296,6 +316,9 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
             _summary(trainer, best)
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
+    except StageInterrupted as stop:
+        log.info("%s; continue the run: %s", stop, resume_command())
+        return stop.code
     return 0
 
 

@@ -247,8 +247,9 @@ class Sweep:
         trial.set_user_attr("run_dir", str(run_dir))
         values = {p.name: p.suggest(trial) for p in self.space.params}
         earlier: list[float] = []
+        # Trials compare settings of the model trained on the labels: no recipe stage in each.
         args = [*self.base, *flags(values), "--trainer.default_root_dir", str(run_dir),
-                "--test", "false"]  # fmt: skip
+                "--test", "false", "--recipe", "plain"]  # fmt: skip
         if resumed is not None:  # the interrupted trial's curve goes on from where it stopped
             (previous,) = [t for t in trial.study.trials if t.number == resumed]
             earlier = [

