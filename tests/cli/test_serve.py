@@ -8,8 +8,10 @@ command-line errors run in-process.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -29,6 +31,7 @@ from tests.test_export import LABELS, TEXTS, checkpoint  # noqa: F401 - `checkpo
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.serve import main
 from tscratch.cli.serve_requests import BadRequest, Limits, RefuseBadRequests, texts_of
+from tscratch.errors import UserError
 from tscratch.export import export
 
 STARTUP_S = 180
@@ -47,14 +50,19 @@ def expected(folder) -> dict[str, dict]:
     return {r["text"]: r for r in open_classifier(folder).predict(GOOD)}
 
 
-@contextlib.contextmanager
-def serving(folder: str, logs: Path):
-    """Runs `scripts/serve.py --model folder` with its output in `logs`; yields its URL once
-    healthy and stops it (its whole group) on exit."""
+SERVE = REPO / "scripts" / "serve.py"
+
+
+def start(
+    folder: str, logs: Path, *flags: str, script: Path = SERVE
+) -> tuple[subprocess.Popen, str]:
+    """Starts `script --model folder` (batches of 4 requests within 0.05 s, unless `flags` say
+    otherwise) in its own session, with its output in `logs`; returns it and its URL once
+    healthy."""
     pytest.importorskip("litserve")
     port = free_port()
-    command = [sys.executable, str(REPO / "scripts" / "serve.py"), "--model", folder,
-               "--port", str(port), "--max_batch_size", "4", "--batch_timeout", "0.05"]  # fmt: skip
+    command = [sys.executable, str(script), "--model", folder, "--port", str(port),
+               "--max_batch_size", "4", "--batch_timeout", "0.05", *flags]  # fmt: skip
     env = script_env(logs / "cache", logs / "home")
     with (logs / "out").open("w") as out, (logs / "err").open("w") as err:
         proc = subprocess.Popen(
@@ -63,6 +71,18 @@ def serving(folder: str, logs: Path):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, logs)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, url
+
+
+@contextlib.contextmanager
+def serving(folder: str, logs: Path, *flags: str, script: Path = SERVE):
+    """Runs `start(folder, logs, *flags, script=script)`; yields its URL and stops it (its whole
+    group) on exit."""
+    proc, url = start(folder, logs, *flags, script=script)
+    try:
         yield url
     finally:
         stop(proc)
@@ -186,6 +206,24 @@ BAD = {
     "non-string in texts": ({"texts": ["eggs", None]}, 400, "texts[1] must be a string, not null"),
     "10 MB text": ({"text": "spam " * 2_000_000}, 413, "over --max_text_chars (100000)"),
     "too many texts": ({"texts": ["eggs"] * 257}, 413, "257 texts is over --max_texts (256)"),
+    "lone surrogate": (b'{"text": "eggs \\ud800"}', 400, "text is not valid Unicode"),
+    "control characters only": ({"text": "\u200b\x00\t"}, 400, "text is empty"),
+    "a JSON string": ("eggs", 400, "expected one field, text or texts, got a string"),
+    "null": (None, 400, "expected one field, text or texts, got null"),
+    "empty body": (b"", 400, "the body is not valid JSON"),
+    "texts not an array": ({"texts": "eggs"}, 400, "texts must be a non-empty array of strings"),
+    "texts an object": ({"texts": {"a": "eggs"}}, 400, "texts must be a non-empty array"),
+    "nested list": ({"texts": [["eggs"]]}, 400, "texts[0] must be a string, not an array"),
+    "text a list": ({"text": ["eggs"]}, 400, "text must be a string, not an array"),
+    "text an object": ({"text": {"en": "eggs"}}, 400, "text must be a string, not an object"),
+    "text a boolean": ({"text": True}, 400, "text must be a string, not a boolean"),
+    "huge integer": (b'{"text": 1' + b"0" * 5000 + b"}", 400, "the body is not valid JSON"),
+    "huge float": (b'{"text": 1e999}', 400, "text must be a string, not a number"),
+    "NaN": (b'{"text": NaN}', 400, "text must be a string, not a number"),
+    "deeply nested": (b"[" * 100_000 + b"]" * 100_000, 400, "nests arrays or objects too deeply"),
+    "nested in a field": (b'{"texts": ' + b"[" * 5000 + b"]" * 5000 + b"}", 400, "too deeply"),
+    "text and texts": ({"text": "eggs", "texts": ["ham"]}, 400, 'got ["text", "texts"]'),
+    "not UTF-8": (b'{"text": "caf\xe9"}', 400, "the body is not valid JSON"),
 }
 
 
@@ -217,6 +255,35 @@ def test_load_test_reports_each_level(server, tmp_path):
     levels = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [(s["clients"], s["requests"], s["errors"]) for s in levels] == [(1, 6, 0), (3, 6, 0)]
     assert all(0 < s["p50_ms"] <= s["p99_ms"] for s in levels)
+    assert all("bad" not in s for s in levels)  # as before --bad_fraction
+
+
+@pytest.mark.slow
+def test_load_test_with_bad_requests_fails_no_good_one(server, tmp_path):
+    env = script_env(tmp_path / "cache", tmp_path)
+    flags = ["--requests", "44", "--concurrency", "4", "--bad_fraction", "0.25", "--json"]
+    command = [sys.executable, str(REPO / "scripts" / "load_test.py"), "--url", server, *flags]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (level,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    # 11 bad requests: each of the 11 kinds once, each refused with a 4xx; 33 good, all answered.
+    assert (level["requests"], level["errors"], level["bad"], level["bad_not_refused"]) == (
+        33, 0, 11, 0
+    )  # fmt: skip
+
+
+def test_load_test_bad_fraction_is_a_share():
+    spec = importlib.util.spec_from_file_location("load_test", REPO / "scripts" / "load_test.py")
+    load_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load_test)
+    assert [load_test.is_bad(i, 0.25) for i in range(8)] == [False, False, False, True] * 2
+    flags = {"requests": 1, "seconds": 1.0, "texts_per_request": 1, "concurrency": [1]}
+    for fraction in (-0.1, 1.0):
+        args = argparse.Namespace(**flags, bad_fraction=fraction)
+        with pytest.raises(
+            UserError, match=rf"^--bad_fraction \({fraction}\) must be in \[0, 1\)$"
+        ):
+            load_test.check_flags(args)
 
 
 # --- in-process: request checks and command-line errors -----------------------------------------

@@ -21,27 +21,66 @@ model included); 413 for a text over `--max_text_chars` or more than `--max_text
 pairs). Not `HTTPException` in `decode_request`: in LitServe's batched loop that fails every
 request of the batch, good ones too. The body is read as JSON whatever its Content-Type says
 (`curl -d` sends form-urlencoded).
+
+The last line of defence: when the model raises on a batch anyway, each request of it is run
+alone, so the good ones get their answers and a failing one its own error: `encode_response`
+returns a `JSONResponse` with the status and `{"detail": "<one line>"}` (400 for a `UserError`,
+500 for any other error, logged with its traceback by the worker), which LitServe hands to the
+client as it is. SIGTERM and SIGINT stop every process the server started
+(`tscratch.cli.serve_stop`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import socket
 import sys
 from typing import Any
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.cli.serve_requests import API_PATH, Limits, RefuseBadRequests, read_request
-from tscratch.errors import UserError, report
+from tscratch.cli.serve_requests import (
+    API_PATH,
+    BadRequest,
+    Limits,
+    RefuseBadRequests,
+    read_request,
+)
+from tscratch.cli.serve_stop import ignore_interrupts, stopped_by_signals
+from tscratch.errors import UserError, one_line, report
 
 try:  # the serve extra; `require_serve_extra` turns its absence into one line
+    from fastapi.responses import JSONResponse
     from litserve import LitAPI as _LitAPI
 except ImportError:  # pragma: no cover - the class is then never instantiated
     _LitAPI = object  # type: ignore[assignment,misc]
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # the hosts LitServe binds to
 REQUEST_TIMEOUT = 30.0  # seconds a request may wait for the model before a 504
+Request = tuple[list[str], list[str] | None, bool]  # texts, their pairs or None, single form
+Answer = tuple[list[dict[str, Any]], bool]  # one prediction per text, single form
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """What a request gets in place of its answer: an HTTP status and a one-line detail."""
+
+    status: int
+    detail: str
+
+    @classmethod
+    def of(cls, error: Exception, texts: int) -> Failure:
+        """400 for a request the model refuses (`BadRequest`, `UserError`); 500, logged with
+        its traceback, for any other error."""
+        if isinstance(error, BadRequest):
+            return cls(error.status, error.reason)
+        if isinstance(error, UserError):
+            return cls(400, one_line(error))
+        log.error("the model failed on a request (%d texts)", texts, exc_info=error)
+        return cls(500, f"the model failed on this request ({type(error).__name__}: "
+                   f"{one_line(error)}); the server goes on")  # fmt: skip
 
 
 def require_serve_extra() -> None:
@@ -78,31 +117,62 @@ class ClassifierAPI(_LitAPI):
         self.source, self.limits, self.pairs = source, limits, pairs
 
     def setup(self, device: str) -> None:
+        ignore_interrupts()  # in a worker: the server's process stops it (`serve_stop`)
         from tscratch.cli.classifiers import open_classifier  # torch: after the flags parse
 
         self.classifier = open_classifier(self.source, device=device)
 
     # Unannotated on purpose: LitServe reads the annotation as the request type (JSON by default).
-    def decode_request(self, request) -> tuple[list[str], list[str] | None, bool]:
-        # Checked by the middleware: never raises here.
-        return read_request(request, self.limits, self.pairs)
+    def decode_request(self, request) -> Request | Failure:
+        # Checked by the middleware already; an error here must not fail the batch either.
+        try:
+            return read_request(request, self.limits, self.pairs)
+        except Exception as error:
+            return Failure.of(error, 0)
 
     def predict(self, x: Any) -> Any:
         # Batched (max_batch_size > 1), LitServe hands over a list of decoded requests.
         requests = x if self.max_batch_size > 1 else [x]
+        answers = self.answer_all(requests)
+        return answers if self.max_batch_size > 1 else answers[0]
+
+    def answer_all(self, requests: list[Request | Failure]) -> list[Answer | Failure]:
+        """Each request's answer: the good ones in one go, or, when that raises, each alone."""
+        good = [r for r in requests if not isinstance(r, Failure)]
+        answers: list[Answer | Failure] | None
+        try:
+            answers = list(self.answer(good))
+        except Exception:  # one bad request must not fail the others: each is run on its own
+            answers = None
+        if answers is None:  # outside the except, so that each log shows its own error
+            answers = [self.answer_alone(request) for request in good]
+        answered = iter(answers)
+        return [r if isinstance(r, Failure) else next(answered) for r in requests]
+
+    def answer_alone(self, request: Request) -> Answer | Failure:
+        try:
+            return self.answer([request])[0]
+        except Exception as error:
+            return Failure.of(error, len(request[0]))
+
+    def answer(self, requests: list[Request]) -> list[Answer]:
+        """The answers of `requests`, their texts run together in chunks of `max_batch_size`."""
         texts = [text for texts, _, _ in requests for text in texts]
         pairs = [pair for _, pairs, _ in requests for pair in pairs] if self.pairs else None
         results = [  # {"label", "probabilities"}; multi-label: {"labels", "probabilities"}
             {k: v for k, v in r.items() if k not in ("text", "text_pair")}
             for r in self.classifier.predict(texts, pairs, batch_size=self.max_batch_size)
-        ]
+        ] if texts else []  # fmt: skip
         answers, start = [], 0
         for texts, _, single in requests:
             answers.append((results[start : start + len(texts)], single))
             start += len(texts)
-        return answers if self.max_batch_size > 1 else answers[0]
+        return answers
 
-    def encode_response(self, output: tuple[list[dict[str, Any]], bool]) -> dict[str, Any]:
+    # A `JSONResponse` passes through LitServe and FastAPI to the client as it is.
+    def encode_response(self, output: Answer | Failure) -> dict[str, Any]:
+        if isinstance(output, Failure):
+            return JSONResponse({"detail": output.detail}, status_code=output.status)
         predictions, single = output
         return predictions[0] if single else {"predictions": predictions}
 
@@ -184,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     add("--max_text_chars", type=int, default=100_000, help="most characters in one text")
     args = parser.parse_args(argv)
     try:
-        run(args)
+        with stopped_by_signals():
+            run(args)
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     return 0

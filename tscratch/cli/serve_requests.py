@@ -19,7 +19,7 @@ USAGE = 'send {"text": "..."} or {"texts": ["...", ...]}'
 PAIR_USAGE = 'send {"text": "...", "text_pair": "..."} or {"texts": [...], "text_pairs": [...]}'
 PAIR_FIELDS = ({"text", "text_pair"}, {"texts", "text_pairs"})
 _JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}
-_JSON_TYPES |= {dict: "an object", list: "an array"}
+_JSON_TYPES |= {str: "a string", dict: "an object", list: "an array"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +48,10 @@ def parse_body(body: bytes, usage: str = USAGE) -> Any:
     """The request body as JSON, or `BadRequest` (400)."""
     try:
         return json.loads(body)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError and over-long integers alike
         raise BadRequest(400, f"the body is not valid JSON; {usage}") from None
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise BadRequest(400, f"the body nests arrays or objects too deeply; {usage}") from None
 
 
 def texts_of(payload: Any, limits: Limits) -> tuple[list[str], bool]:
