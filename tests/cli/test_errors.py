@@ -438,7 +438,9 @@ def test_nan_loss_from_a_huge_learning_rate(run_main, tmp_path):
         (["--trainer.limit_train_batches", "1.5"], "trainer.limit_train_batches (1.5) is a share "
          "of the batches, at most 1.0; pass a whole number for a number of batches"),
         (["--trainer.limit_val_batches", "-2"], "trainer.limit_val_batches (-2) must be a number "
-         "of batches (1 or more) or a share of them (above 0.0, at most 1.0)"),
+         "of batches (0 to skip it, or 1 or more) or a share of them (above 0.0, at most 1.0)"),
+        (["--trainer.limit_train_batches", "0"], "trainer.limit_train_batches (0) must be a "
+         "number of batches (1 or more) or a share of them (above 0.0, at most 1.0)"),
     ],
 )  # fmt: skip
 def test_trainer_counts_out_of_range_are_one_line_before_any_folder(
@@ -452,6 +454,7 @@ def test_trainer_counts_out_of_range_are_one_line_before_any_folder(
 def test_max_epochs_minus_one_is_taken_when_max_steps_ends_the_run():
     check_trainer_ranges({"max_epochs": -1, "max_steps": 4, "limit_train_batches": 1.0})
     check_trainer_ranges({"max_epochs": None, "max_steps": -1, "limit_val_batches": 3})
+    check_trainer_ranges({"limit_val_batches": 0, "limit_test_batches": 0.0})  # skip the loops
 
 
 # --- predict and the command line -----------------------------------------------------------

@@ -235,3 +235,22 @@ def test_the_summary_says_above_or_below(acc, verdict, caplog, tmp_path):
         f"test accuracy {acc:.4f}, macro-F1 {acc:.4f} ({METHOD} on the same split: accuracy "
         f"0.8800, macro-F1 0.8750)\n{verdict}"
     ) in out
+
+
+def test_the_advice_below_the_bar_follows_the_recipe_the_run_followed():
+    bar = BaselineBar()
+    bar.scores = {"test/acc": 0.9, "test/f1": 0.9}
+    for recipe, advice in (
+        ("plain", "so may a stage before it: --recipe pretrain"),
+        ("pretrain", "a longer pretraining stage, on more text of the same kind"),
+        ("distil", "a stronger teacher (a larger pretrained encoder"),
+    ):
+        bar.recipe = recipe
+        verdict = bar.verdict(0.85)
+        assert (
+            verdict.startswith("The model is 5.0 points of test accuracy below")
+            and advice in verdict
+        )
+    assert (
+        bar.verdict(0.95) == "The model is 5.0 points of test accuracy above the bag-of-words bar."
+    )

@@ -104,11 +104,12 @@ def check_trainer_ranges(trainer: Mapping[str, Any]) -> None:
             raise UserError(f"trainer.{name} ({value}) must be {what}")
     for name in LIMIT_OPTIONS:
         value = trainer.get(name)
-        if value is None:
+        if value is None or (value == 0 and name != "limit_train_batches"):  # 0: skip that loop
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            some = "1 or more" if name == "limit_train_batches" else "0 to skip it, or 1 or more"
             raise UserError(
-                f"trainer.{name} ({value}) must be a number of batches (1 or more) or a share "
+                f"trainer.{name} ({value}) must be a number of batches ({some}) or a share "
                 f"of them (above 0.0, at most 1.0)"
             )
         if isinstance(value, float) and value > 1.0:

@@ -90,6 +90,8 @@ class TScratchCLI(LightningCLI):
 
     resume_state: dict[str, Any] | None = None
     """The checkpoint `--ckpt_path` names, read once while resolving it."""
+    recipe: str = "plain"
+    """The recipe this run follows (`tscratch.cli.fit_recipe`), `auto` resolved."""
     pretrained: Pretrained | None = None
     """The encoder `--model.init_from` names, read once while adopting its architecture."""
     data_links: tuple[str, ...] = (
@@ -214,7 +216,8 @@ class TScratchCLI(LightningCLI):
                 )
             ]
         if config.get("recipe") not in (None, "plain"):  # stages: set init_from or teacher
-            settle_recipe(config, resuming=resuming or self.resume_state is not None)
+            decision = settle_recipe(config, resuming=resuming or self.resume_state is not None)
+            self.recipe = decision.recipe if decision is not None else "plain"
         if config.model.get("init_from") is not None:
             self.pretrained = self._adopt_init_source(config)
         settle_token_types(config)  # text pairs need token types 0 and 1
@@ -298,7 +301,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         )
         config, trainer, model = cli.config, cli.trainer, cli.model
         if (bar := baseline_bar(trainer)) is not None:
-            bar.enabled = config.baseline
+            bar.enabled, bar.recipe = config.baseline, cli.recipe
         # Before fit: a bad combination fails here, before the run folder or any file is written.
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None

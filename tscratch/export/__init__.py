@@ -2,8 +2,9 @@
 
 `export` turns a tscratch fit checkpoint into::
 
-    config.json          architecture, labels, max_length, format and tscratch versions
-                         (and, for a model of text pairs, its text and text pair columns)
+    config.json          architecture, labels, max_length, format and tscratch versions, the
+                         tokenizer's fingerprint (and, for a model of text pairs, its text
+                         and text pair columns)
     model.safetensors    the `TransformerClassifier` weights
     tokenizer.json       the tokenizer the model was trained with
     README.md            a model card holding only what the checkpoint (and the caller) knows
@@ -15,8 +16,13 @@
 `load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime;
 `from_checkpoint` builds the same object from a checkpoint in memory.
 
+`load` checks the folder before it builds anything (see `folder.py`): config.json's `tokenizer`
+(sha256, vocab_size, special_tokens) identifies the tokenizer.json the model goes with.
+
 Files: `folder.py` (writing and reading the folder), `classifier.py` (`ExportedClassifier`),
-`onnx_graph.py` (ONNX and int8), `card.py` (the model card).
+`schema.py` (config.json's schema), `weights.py` (model.safetensors: header, values, the PyTorch
+network), `fingerprint.py` (the tokenizer's fingerprint), `onnx_graph.py` (ONNX and int8),
+`card.py` (the model card).
 """
 
 from tscratch.export.folder import (

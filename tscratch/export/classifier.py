@@ -104,10 +104,11 @@ class ExportedClassifier:
             raise ValueError(f"logits_of_ids takes rows of at most {self.max_length} ids")
         if (token_type_ids is not None) != self.reads_pairs:
             raise ValueError("logits_of_ids takes token_type_ids exactly for a text-pair model")
-        pad_id = self.config["encoder"]["pad_id"]
+        pad_id, vocab_size = self.config["encoder"]["pad_id"], self.config["encoder"]["vocab_size"]
         chunks = [torch.empty(0, len(self.labels))]
         for start in range(0, len(ids), batch_size):
             input_ids, attention_mask = pad_batch(ids[start : start + batch_size], pad_id)
+            _check_vocabulary(input_ids, vocab_size)  # an id beyond it fails deep in the embedding
             if token_type_ids is None:
                 chunks.append(self._forward(input_ids, attention_mask))
                 continue
@@ -131,6 +132,13 @@ class ExportedClassifier:
         """The `predict` objects of `texts` (and `pairs`) from their logits (N, C): softmax
         probabilities rounded to 6 decimals, `label` the most probable."""
         inputs = [texts] if pairs is None else [texts, pairs]
+        finite = torch.isfinite(logits).all(dim=-1)  # (N,)
+        if not finite.all():  # NaN would print as `NaN`, which is not JSON
+            row = int((~finite).nonzero()[0])
+            raise UserError(
+                f"the model gives NaN or infinite logits for text {row + 1}: "
+                "its weights overflow on this input; the model is damaged or diverged"
+            )
         if self.thresholds is not None:
             return self._multi_label_results(inputs, logits)
         results = []
@@ -151,3 +159,15 @@ class ExportedClassifier:
             labels = {name: rounded[name] for name in above}
             results.append({**shown, "labels": labels, "probabilities": rounded})
         return results
+
+
+def _check_vocabulary(input_ids: Tensor, vocab_size: int) -> None:
+    """One line, rather than an index error in the embedding, for ids outside [0, V)."""
+    if input_ids.numel() == 0:
+        return
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        raise UserError(
+            f"token ids must be in [0, {vocab_size}), the model's vocabulary; got {low}..{high} "
+            "(is tokenizer.json the model's?)"
+        )

@@ -3,6 +3,11 @@
 The folder is written next to its destination and moved into place whole, so a reader never
 sees half of one. `config.json` carries a `format_version`: a folder from a newer tscratch is
 refused with one line rather than misread.
+
+`load` takes the folder as untrusted input and checks it before it allocates: config.json
+against its schema (`schema.py`), the weights' header against config.json (`weights.py`), the
+tokenizer against the fingerprint export recorded (`fingerprint.py`), and the weights' values
+to be finite. Each failure is one `UserError` line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -14,22 +19,23 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import save_model
 from tokenizers import Tokenizer
-from torch import Tensor
 
 from tscratch.checkpoint_files import read_checkpoint
 from tscratch.config import EncoderConfig
 from tscratch.errors import MissingFile, UserError
 from tscratch.export.card import model_card
-from tscratch.export.classifier import ExportedClassifier, Forward
+from tscratch.export.classifier import ExportedClassifier
+from tscratch.export.fingerprint import read_tokenizer, tokenizer_fingerprint
 from tscratch.export.onnx_graph import (
     export_onnx,
     onnx_forward,
     quantize_onnx,
     require_export_extra,
 )
+from tscratch.export.schema import check_config
+from tscratch.export.weights import forward_of, torch_forward
 from tscratch.model import TransformerClassifier
 from tscratch.version import __version__, load_hint
 
@@ -58,15 +64,17 @@ def load(path: str | Path, runtime: Runtime = "torch", device: str = "cpu") -> E
         device: where the PyTorch model runs (runtime "torch" only).
     """
     folder = Path(path)
+    if runtime != "torch" and runtime not in _ONNX_FILES:
+        raise UserError(f"runtime ({runtime!r}) must be 'torch', 'onnx' or 'onnx-int8'")
     config = read_config(folder)
+    encoder = EncoderConfig(**config["encoder"])  # checked by read_config
     if runtime == "torch":
-        forward = _torch_forward(folder, config, device)
-    elif runtime in _ONNX_FILES:
+        weights = existing(folder / WEIGHTS)
+        forward = torch_forward(weights, config, encoder, folder / CONFIG, device)
+    else:
         flag = "--quantize" if runtime == "onnx-int8" else "--onnx"
         forward = onnx_forward(existing(folder / _ONNX_FILES[runtime], f"; export with {flag}"))
-    else:
-        raise UserError(f"runtime ({runtime!r}) must be 'torch', 'onnx' or 'onnx-int8'")
-    tokenizer = Tokenizer.from_file(str(existing(folder / TOKENIZER)))
+    tokenizer = read_tokenizer(existing(folder / TOKENIZER), config, encoder)
     return ExportedClassifier(config, tokenizer, forward)
 
 
@@ -77,7 +85,7 @@ def from_checkpoint(checkpoint: dict[str, Any], device: str = "cpu") -> Exported
         raise UserError("the checkpoint holds no tokenizer; was it saved by tscratch?")
     model = classifier_from_checkpoint(checkpoint).to(device).eval()
     tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])
-    return ExportedClassifier(_config(model, checkpoint), tokenizer, _forward_of(model, device))
+    return ExportedClassifier(_config(model, checkpoint), tokenizer, forward_of(model, device))
 
 
 def is_export(folder: Path) -> bool:
@@ -90,18 +98,27 @@ def is_export(folder: Path) -> bool:
 
 
 def read_config(folder: Path) -> dict[str, Any]:
-    """The folder's config.json, checked to be in a format this tscratch reads."""
+    """The folder's config.json, checked to be in a format this tscratch reads and against its
+    schema (`tscratch.export.schema`: types, ranges and relations of every field read)."""
     file = existing(folder / CONFIG)
     try:
         config = json.loads(file.read_text(encoding="utf-8"))
         version = config["format_version"]
-    except (ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         raise UserError(f"{file} is not a tscratch export config; export the model again") from None
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UserError(f"{file}: format_version ({version!r}) must be a positive integer")
+    if version > FORMAT_VERSION:
         raise UserError(
             f"{file} has format_version {version}, newer than this tscratch reads "
             f"({FORMAT_VERSION}); upgrade tscratch"
         )
+    if config.get("format") != FORMAT:
+        raise UserError(
+            f"{file}: format ({config.get('format')!r}) must be {FORMAT!r}; is it a folder "
+            "written by tscratch export?"
+        )
+    check_config(config, file)
     return config
 
 
@@ -110,25 +127,6 @@ def existing(file: Path, hint: str = "") -> Path:
     if not file.is_file():
         raise MissingFile(f"{file}: no such file{hint}")
     return file
-
-
-def _torch_forward(folder: Path, config: dict[str, Any], device: str) -> Forward:
-    encoder = EncoderConfig(**config["encoder"])
-    model = TransformerClassifier(encoder, config["num_classes"], pooling=config["pooling"])
-    load_model(model, existing(folder / WEIGHTS), device=device)
-    return _forward_of(model.eval(), device)
-
-
-def _forward_of(model: TransformerClassifier, device: str) -> Forward:
-    @torch.inference_mode()
-    def forward(
-        input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
-    ) -> Tensor:
-        types = None if token_type_ids is None else token_type_ids.to(device)
-        out = model(input_ids.to(device), attention_mask.to(device), token_type_ids=types)
-        return out.logits.float().cpu()
-
-    return forward
 
 
 def export(
@@ -179,7 +177,8 @@ def export(
     tmp.mkdir(parents=True)
     try:
         (tmp / CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        (tmp / TOKENIZER).write_text(checkpoint["tokenizer_json"], encoding="utf-8")
+        # The bytes config.json's tokenizer.sha256 is of.
+        (tmp / TOKENIZER).write_bytes(checkpoint["tokenizer_json"].encode("utf-8"))
         save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})  # drops shared copies
         shutil.copymode(tmp / CONFIG, tmp / WEIGHTS)  # safetensors writes it owner-only
         if onnx or quantize:
@@ -236,6 +235,7 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
         "label_names": list(labels or map(str, range(num_classes))),
         "pooling": model.head.pooling,
         "max_length": checkpoint.get("max_length") or model.config.max_len,
+        "tokenizer": tokenizer_fingerprint(checkpoint["tokenizer_json"]),  # checked by `load`
     }
     thresholds = checkpoint["state_dict"].get("multi_label.thresholds")
     if thresholds is not None:  # multi-label (ClassificationTask.multi_label); else unchanged

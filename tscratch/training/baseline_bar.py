@@ -27,6 +27,18 @@ CHECKPOINT_KEY = "baseline"
 "val/acc", "val/f1", "test/acc", "test/f1"}` (ints, floats and a string: loads as data)."""
 
 
+ADVICE = {
+    "plain": "more epochs may close the gap, and so may a stage before it: --recipe pretrain "
+    "(masked-LM on the task's own texts first) or, for English, --recipe distil (a fine-tuned "
+    "pretrained teacher)",
+    "pretrain": "a longer pretraining stage, on more text of the same kind (tscratch pretrain, "
+    "then --model.init_from), may close the gap, and for English so may --recipe distil",
+    "distil": "a stronger teacher (a larger pretrained encoder, or the teacher trained longer) "
+    "or more copies per text (--data.augment_copies) may close the gap",
+}
+"""What may close the gap, by the recipe the run followed."""
+
+
 class BaselineBar(L.Callback):
     """Fits, logs and stores the TF-IDF bar of the run's own splits (see the module docstring).
 
@@ -36,6 +48,7 @@ class BaselineBar(L.Callback):
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
+        self.recipe = "plain"  # what the run did before the labels (tscratch fit sets it)
         self.scores: dict[str, Any] | None = None
         """The bar, as the checkpoint stores it; None until measured or when there is none."""
         self.note: str | None = None
@@ -116,7 +129,5 @@ class BaselineBar(L.Callback):
             return f"The model is {points:.1f} points of test accuracy above the bag-of-words bar."
         return (
             f"The model is {-points:.1f} points of test accuracy below the bag-of-words bar; "
-            "more epochs may close the gap, and so may a stage before it: --recipe pretrain "
-            "(masked-LM on the task's own texts first) or, for English, --recipe distil (a "
-            "fine-tuned pretrained teacher); see docs/training.md, Recipes."
+            f"{ADVICE.get(self.recipe, ADVICE['plain'])}; see docs/training.md, Recipes."
         )

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import nn
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
-from tscratch.export import TOKENIZER, WEIGHTS, existing, is_export, read_config
+from tscratch.export import CONFIG, TOKENIZER, WEIGHTS, existing, is_export, read_config
+from tscratch.export.fingerprint import read_tokenizer
+from tscratch.export.weights import check_header, read_header, read_weights
 from tscratch.pretrained import Pretrained, load_pretrained
 from tscratch.training.checkpointing import read_checkpoint
 
@@ -38,13 +39,18 @@ def resolve_init_source(source: str) -> Pretrained:
 
 
 def _from_export(folder: Path) -> Pretrained:
-    """The encoder of a folder written by tscratch export (its classification head is left)."""
+    """The encoder of a folder written by tscratch export (its classification head is left),
+    checked as `tscratch.load` checks it: config.json, the weights' header and values, the
+    tokenizer."""
     config = read_config(folder)
-    weights = load_file(str(existing(folder / WEIGHTS)))
-    prefix = "encoder."
-    state = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
-    tokenizer = Tokenizer.from_file(str(existing(folder / TOKENIZER)))
     encoder = EncoderConfig(**config["encoder"])
+    file = existing(folder / WEIGHTS)
+    check_header(read_header(file), config, encoder, (folder / CONFIG, file))
+    prefix = "encoder."
+    state = {
+        k.removeprefix(prefix): v for k, v in read_weights(file).items() if k.startswith(prefix)
+    }
+    tokenizer = read_tokenizer(existing(folder / TOKENIZER), config, encoder)
     return Pretrained(config=encoder, encoder_state=state, tokenizer=tokenizer, source=str(folder))
 
 
