@@ -7,7 +7,10 @@ parity test with the training side's `ClassificationTask` uses the session's rea
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -216,6 +219,24 @@ def test_export_reads_a_checkpoint_file(checkpoint, tmp_path):
         "README.md", "config.json", "model.safetensors", "tokenizer.json",
     ]  # fmt: skip
     assert "None were given at export" in (out / "README.md").read_text()
+
+
+def test_an_export_removes_the_temp_folders_of_killed_exports_and_keeps_running_ones(
+    checkpoint, tmp_path, caplog
+):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process id that no longer runs, as a killed export's
+    dead = tmp_path / f".model.{gone.pid}.tmp"
+    running = tmp_path / f".model.{os.getppid()}.tmp"  # an export still running elsewhere
+    other = tmp_path / f".other.{gone.pid}.tmp"
+    for folder in (dead, running, other):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"half written")
+    with caplog.at_level(logging.INFO, logger="tscratch"):
+        out = export(checkpoint, tmp_path / "model")
+    assert out.is_dir() and not dead.exists() and running.exists() and other.exists()
+    assert f"removed {dead}, left by an export that was stopped before it finished" in caplog.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model", running.name, other.name])
 
 
 # --- Errors: one line naming the file, the version or the fix.

@@ -13,7 +13,9 @@ to be finite. Each failure is one `UserError` line naming the file and the field
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -38,6 +40,8 @@ from tscratch.export.schema import check_config
 from tscratch.export.weights import forward_of, torch_forward
 from tscratch.model import TransformerClassifier
 from tscratch.version import __version__, load_hint
+
+log = logging.getLogger("tscratch")
 
 FORMAT, FORMAT_VERSION = "tscratch-classifier", 2
 """Bumped by any change that older tscratch versions would misread; this tscratch reads up to
@@ -172,6 +176,7 @@ def export(
             f"the report's labels {report.get('label_names')} are not the model's "
             f"{config['label_names']}; pass the report tscratch test wrote for this checkpoint"
         )
+    remove_stale_temp_folders(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -199,6 +204,31 @@ def export(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def remove_stale_temp_folders(out: Path) -> list[Path]:
+    """Remove the hidden temp folders (`.NAME.PID.tmp`) that exports of ``out`` killed before
+    they finished left beside it, those whose process is gone; returns them."""
+    removed = []
+    for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
+        pid = tmp.name.removeprefix(f".{out.name}.").removesuffix(".tmp")
+        if not pid.isdigit() or not tmp.is_dir() or _alive(int(pid)):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.info("removed %s, left by an export that was stopped before it finished", tmp)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id runs (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassifier:
