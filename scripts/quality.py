@@ -218,7 +218,7 @@ def tfidf(data: dict, memo: dict) -> dict:
     from tscratch.baseline import tfidf_scores
     from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 
-    args = {name: data[name] for name in SPLIT_ARGS}
+    args = {name: data[name] for name in SPLIT_ARGS if name in data}  # older runs: no encoding
     key = json.dumps(args, sort_keys=True)
     if key not in memo:
         splits = load_labeled_splits(**args, cache_dir=data.get("cache_dir"))

@@ -12,6 +12,7 @@ tests/training/test_resume.py and tests/training/test_checkpointing.py).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import re
 import shutil
@@ -266,25 +267,40 @@ def test_rows_without_text_are_dropped_with_a_warning(run_main, tmp_path):
     assert "Dropped 3 train rows with empty text or no label (60 of 63 rows left)\n" in proc.stdout
 
 
-def test_non_utf8_csv_is_read_with_a_warning(run_main, tmp_path):
+def _guess_fix(file: Path, guess: str) -> str:
+    return (
+        f"read with replacement characters its text and labels would be garbled: it looks like "
+        f"{guess}: pass --data.encoding {guess}, or convert it (iconv -f {guess} -t utf-8 {file} > "
+        f"utf8{file.suffix})"
+    )
+
+
+def test_a_non_utf8_csv_is_refused_in_one_line_and_read_with_its_encoding(run_main, tmp_path):
     data = tmp_path / "latin1.csv"
     lines = ["text,label", *(f"{t} caf\xe9 na\xefve,{y}" for t, y in rows(60))]
     data.write_bytes("\n".join(lines).encode("latin-1"))
-    proc = fit_ok(run_main, tmp_path, "--data.dataset", data)
+    root = tmp_path / "root"
+    args = ["--config", TINY_YAML, "--data.dataset", data, "--trainer.default_root_dir", root]
+    line = error_line(run_main("fit.py", *args, cwd=tmp_path))
     offset = len("text,label\n" + rows(1)[0][0] + " caf")
-    assert (
-        f"{data} is not UTF-8 (byte 0xe9 at offset {offset}): undecodable bytes read as U+FFFD; "
-        "re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8) to keep those characters\n"
-    ) in proc.stdout
+    assert re.fullmatch(
+        rf"error: {re.escape(str(data))} is not valid utf-8 \(byte 0xe9 at offset {offset}\); "
+        r"read with replacement characters its text and labels would be garbled: it looks like "
+        r"(\S+): pass --data\.encoding \1, or convert it \(iconv -f \1 -t utf-8 .*\)",
+        line,
+    ), line
+    assert not root.exists()
+    loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"), encoding="latin-1")
+    assert loaded["train"]["text"][0] == f"{rows(1)[0][0]} caf\xe9 na\xefve"
 
 
-def test_non_utf8_jsonl_is_read_with_replacement(tmp_path, caplog):
+def test_a_non_utf8_jsonl_is_refused_and_read_with_its_encoding(tmp_path):
     data = tmp_path / "latin1.jsonl"
     data.write_bytes(b'{"text": "caf\xe9", "label": "a"}\n{"text": "ok", "label": "b"}\n')
-    with caplog.at_level("WARNING", logger="tscratch.data.sources"):
-        loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"))
-    assert loaded["train"]["text"] == ["caf\ufffd", "ok"]
-    assert f"{data} is not UTF-8 (byte 0xe9 at offset 13)" in caplog.text
+    with pytest.raises(UserError, match=r"is not valid utf-8 \(byte 0xe9 at offset 13\)"):
+        load_source(str(data), cache_dir=str(tmp_path / "cache"))
+    loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"), encoding="cp1252")
+    assert loaded["train"]["text"] == ["caf\xe9", "ok"]
 
 
 CHINESE_ROWS = [(f"第{i}条新闻讲的是{topic}的事情", topic) for i in range(6)
@@ -298,23 +314,45 @@ def test_a_gbk_csv_is_refused_in_one_line_not_read_with_merged_labels(tmp_path):
     with pytest.raises(UserError) as refused:
         load_source(str(data), cache_dir=str(tmp_path / "cache"))
     assert str(refused.value) == (
-        f"{data} is not UTF-8 but decodes as GB18030/GBK (what Excel saves on Chinese Windows); "
-        "read as UTF-8 its Chinese text and labels would be garbled: convert it, e.g. iconv -f "
-        f"GB18030 -t UTF-8 {data} > utf8.csv"
+        f"{data} is not valid utf-8 (byte 0xb5 at offset 11); {_guess_fix(data, 'gb18030')}"
     )
-    # The fix works: the same rows in UTF-8 keep their five labels apart.
+    # The fix works: read as GB18030 the five labels stay apart, as they do re-saved as UTF-8.
+    loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"), encoding="gb18030")
+    assert sorted(set(loaded["train"]["label"])) == sorted({y for _, y in CHINESE_ROWS})
+    assert loaded["train"]["text"][0] == CHINESE_ROWS[0][0]
     data.write_text("\n".join(lines), encoding="utf-8")
     loaded = load_source(str(data), cache_dir=str(tmp_path / "cache2"))
     assert sorted(set(loaded["train"]["label"])) == sorted({y for _, y in CHINESE_ROWS})
 
 
-def test_a_utf16_csv_is_refused_in_one_line(tmp_path):
+def test_a_utf16_csv_is_refused_in_one_line_and_read_with_its_encoding(tmp_path):
     data = tmp_path / "utf16.csv"
     data.write_bytes("text,label\nfine words,a\nbad words,b\n".encode("utf-16"))
-    with pytest.raises(UserError, match=rf"^{re.escape(str(data))} is UTF-16 \(it starts with a "
-                       r"byte-order mark\); tscratch reads UTF-8: convert it, e\.g\. iconv -f "
-                       r"UTF-16 -t UTF-8 .* > utf8\.csv$"):  # fmt: skip
+    with pytest.raises(UserError) as refused:
         load_source(str(data), cache_dir=str(tmp_path / "cache"))
+    assert str(refused.value) == (
+        f"{data} is not valid utf-8 (byte 0xff at offset 0); {_guess_fix(data, 'utf-16')}"
+    )
+    loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"), encoding="utf-16")
+    assert loaded["train"]["label"] == ["a", "b"]
+
+
+def test_a_file_not_valid_in_the_encoding_given_or_an_unknown_encoding_is_one_line(tmp_path):
+    data = tmp_path / "gbk.csv"
+    data.write_bytes("text,label\n第一条新闻讲的是体育,体育\n".encode("gbk"))
+    with pytest.raises(UserError, match=r"is not valid shift_jis \(byte 0x\w\w at offset \d+\); "
+                       r".* it looks like gb18030: pass --data\.encoding gb18030"):  # fmt: skip
+        load_source(str(data), cache_dir=str(tmp_path / "cache"), encoding="Shift-JIS")
+    with pytest.raises(UserError, match=r"^data\.encoding 'klingon' is not an encoding Python "):
+        load_source(str(data), cache_dir=str(tmp_path / "cache"), encoding="klingon")
+
+
+def test_a_utf8_file_with_a_byte_order_mark_reads_as_utf8(tmp_path):
+    data = tmp_path / "bom.csv"
+    data.write_bytes(codecs.BOM_UTF8 + "text,label\ncaf\xe9 ok,a\nfine,b\n".encode())
+    loaded = load_source(str(data), cache_dir=str(tmp_path / "cache"))
+    assert loaded["train"].column_names == ["text", "label"]
+    assert loaded["train"]["text"] == ["caf\xe9 ok", "fine"]
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--data.label_column", dest="label_column", default=None, help="as fit's")
     add("--data.seed", dest="seed", type=int, default=42, help="the split's seed, as fit's")
     add("--data.train_rows", dest="train_rows", type=int, default=None, help="as fit's")
+    add("--data.encoding", dest="encoding", default="utf-8", help="as fit's")
     args = parser.parse_args(argv)
     try:
         from tscratch.baseline import require_baseline_extra, tfidf_scores
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         require_baseline_extra()
         splits = load_labeled_splits(
             args.dataset, None, None, args.text_column, args.label_column, 0.1, 0.1, args.seed,
-            args.train_rows,
+            args.train_rows, encoding=args.encoding,
         )  # fmt: skip
         for result in tfidf_scores(splits):
             print(json.dumps(result))

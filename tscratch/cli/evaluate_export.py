@@ -44,6 +44,7 @@ def evaluate_export(folder: Path, data: dict[str, Any], batch_size: int = 32) ->
     splits = load_labeled_splits(
         data["dataset"], data.get("name"), data.get("data_files"), data.get("text_column"),
         data.get("label_column"), 0.1, 0.1, data.get("seed", 42), None,
+        encoding=data.get("encoding") or "utf-8",
     )  # fmt: skip
     names = list(splits.label_names)
     if names != list(classifier.labels):

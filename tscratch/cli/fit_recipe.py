@@ -265,6 +265,7 @@ SHARED_DATA = (
     "test_fraction",
     "seed",
     "cache_dir",
+    "encoding",
 )
 """The data options that cut the main run's splits; every stage reads the same training split."""
 

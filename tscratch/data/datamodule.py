@@ -119,6 +119,9 @@ class TextClassificationData(TokenizedData):
             label column ("sport|tech" with "|"). A label column of JSON/Parquet lists is
             multi-label without it. Multi-label runs train one sigmoid per label (see the
             README's Multi-label section).
+        encoding: Of local CSV/JSON files: utf-8 (with or without a byte-order mark), or any
+            encoding Python knows (gb18030, big5, cp1252, utf-16...). A file that is not valid
+            in it is refused with one line naming the encoding it looks like.
         augment_copies: With --model.teacher: augmented copies of each training text, trained on
             the teacher's logits (Tang et al. 2019; default 20); 0: the original texts only.
         augment_mask: Probability that a copy masks a word (in CJK text: a character).
@@ -148,6 +151,7 @@ class TextClassificationData(TokenizedData):
         bucket_size: int = 100,
         train_rows: int | None = None,
         label_delimiter: str | None = None,
+        encoding: str = "utf-8",
         augment_copies: int | None = None,
         augment_mask: float = 0.1,
         augment_swap: float = 0.1,

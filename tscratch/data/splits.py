@@ -32,6 +32,7 @@ SPLIT_ARGS = (
     "train_rows",
     "text_pair_column",
     "label_delimiter",
+    "encoding",
 )
 """The data module's arguments that decide its splits (see `load_labeled_splits`)."""
 
@@ -49,10 +50,11 @@ def load_labeled_splits(
     cache_dir: str | None = None,
     text_pair_column: str | None = None,
     label_delimiter: str | None = None,
+    encoding: str = "utf-8",
 ) -> LabeledSplits:
     """The splits `TextClassificationData` with these arguments trains and evaluates on."""
     cache = os.path.join(cache_dir or default_cache_dir(), "datasets")
-    raw = load_source(dataset, name, data_files, cache_dir=cache)
+    raw = load_source(dataset, name, data_files, cache_dir=cache, encoding=encoding)
     splits = prepare_splits(
         raw,
         text_column,

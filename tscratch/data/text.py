@@ -137,6 +137,7 @@ class PretrainingTextData(TokenizedData):
         test_fraction: tscratch fit's test share carved from train (to leave those texts out).
         heldout_fraction: Share of the pretraining documents kept apart for val/perplexity.
         seed: Seed of tscratch fit's split, of the held-out slice and of the training order.
+        encoding: Of local CSV/JSON files, as tscratch fit's `data.encoding`.
         tokenizer: Path to a tokenizer.json with a [MASK] token, instead of training one.
         tokenizer_model: Subword model trained on the pretraining text: "wordpiece" or "bpe".
         vocab_size: Target vocabulary size of the trained tokenizer.
@@ -175,6 +176,7 @@ class PretrainingTextData(TokenizedData):
         num_workers: int = 0,
         cache_dir: str | None = None,
         bucket_size: int = 100,
+        encoding: str = "utf-8",
     ) -> None:
         super().__init__()
         if not 0.0 < heldout_fraction < 1.0:
@@ -214,7 +216,9 @@ class PretrainingTextData(TokenizedData):
             texts = read_text_files(hp.dataset, hp.line_per_document)
         else:
             cache = os.path.join(self._cache_dir, "datasets")
-            raw = load_source(hp.dataset, hp.name, hp.data_files, cache_dir=cache)
+            raw = load_source(
+                hp.dataset, hp.name, hp.data_files, cache_dir=cache, encoding=hp.encoding
+            )
             splits = prepare_splits(
                 raw, hp.text_column, hp.label_column, hp.val_fraction, hp.test_fraction, hp.seed
             )
