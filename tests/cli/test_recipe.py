@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from jsonargparse import Namespace
 
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
@@ -56,6 +57,29 @@ def test_auto_leaves_a_named_start_and_other_tasks_plain_and_an_asked_recipe_is_
     pairs = choose("auto", "en", _profile(12), True, task_note="text pairs: the stages serve")
     assert pairs.recipe == "plain" and pairs.reason.startswith("text pairs")
     assert choose("pretrain", "en", _profile(12), True).recipe == "pretrain"
+
+
+def _config(**data: object) -> Namespace:
+    fields = {"dataset": "bbc_news", "vocab_size": "auto", "max_length": "auto", "seed": 42}
+    return Namespace(
+        data=Namespace(**{**fields, **data}),
+        model=Namespace(d_model=128, num_heads=4, num_layers=2, norm_first=True),
+        trainer=Namespace(precision=None, accelerator="auto", limit_train_batches=None),
+        seed_everything=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("median", "rows", "epochs"), [(450, 1778, 5), (73, 9600, 6), (13, 4905, 30)]
+)
+def test_the_pretraining_stage_spends_its_token_budget_over_whole_documents(median, rows, epochs):
+    profile = _profile(median, rows)  # a pass reads every token: long texts are cut into rows
+    command = fit_recipe.pretrain_command(_config(), profile)
+    assert command[:3] == ["pretrain", "--config", "pretrain"]
+    flag = dict(zip(command[1::2], command[2::2], strict=False))
+    assert flag["--trainer.max_epochs"] == str(epochs) and flag["--model.position"] == "alibi"
+    assert flag["--data.max_length"] == str(min(128, 32 * -(-2 * median // 32)))
+    assert flag["--seed_everything"] == "0" and flag["--model.d_model"] == "128"
 
 
 def test_a_stage_folder_follows_its_command():

@@ -277,7 +277,9 @@ def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]
     if vocab == rules.AUTO:
         vocab = rules.vocab_size(profile).value
     length = min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
-    per_epoch = profile.tokens_per_epoch(length)
+    # Pretraining cuts each document into rows of `length` tokens and reads them all, so a
+    # pass costs every token of the split (not the first `length` of each text, as in fit).
+    per_epoch = profile.total_tokens
     low, high = PRETRAIN_EPOCHS
     epochs = min(high, max(low, round(PRETRAIN_TOKENS / max(1, per_epoch))))
     flags = ["--config", "pretrain", *data_flags(data, SHARED_DATA)]
