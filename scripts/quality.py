@@ -69,6 +69,11 @@ SUMMARY = re.compile(
 )
 
 
+def final_summary(output: str) -> re.Match | None:
+    """The main run's summary line: the last one (a recipe's teacher stage prints its own)."""
+    return ([None, *SUMMARY.finditer(output)])[-1]
+
+
 @dataclass(frozen=True)
 class Dataset:
     key: str  # in the results file: the name, or the resolved path of a folder
@@ -189,7 +194,7 @@ def run_cell(cell: Cell, cmd: list[str], threads: int) -> dict:
         code = subprocess.run(cmd, stdout=file, stderr=subprocess.STDOUT, env=env).returncode
         wall = time.perf_counter() - start
     output = log.read_text(encoding="utf-8", errors="replace")
-    found = SUMMARY.search(output)
+    found = final_summary(output)
     configs = sorted(cell.folder.glob("lightning_logs/version_*/config.yaml"))
     if code or not found or not configs:
         said = "".join(f"; {line}" for line in output.splitlines() if line.startswith("error:"))

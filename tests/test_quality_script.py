@@ -5,6 +5,7 @@ one results row per seed, a rerun that skips them, a table whose TF-IDF figure i
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
@@ -130,3 +131,19 @@ def test_bad_input_is_one_error_line(tmp_path: Path, args: list[str], message: s
     assert done.stderr.splitlines() == [done.stderr.strip()]
     assert done.stderr.startswith("error: ") and message in done.stderr
     assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_the_figures_are_read_from_the_main_runs_summary_after_a_stages_own(monkeypatch):
+    output = (
+        "stage teacher: tscratch fit --config minilm ...\n"
+        "test accuracy 0.9620, macro-F1 0.9498\n"
+        "test accuracy 0.8820, macro-F1 0.8753 (TF-IDF + logistic regression on the same "
+        "split: accuracy 0.8800, macro-F1 0.8775)\n"
+    )
+    spec = importlib.util.spec_from_file_location("quality_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "quality_script", script)  # its dataclasses look it up
+    spec.loader.exec_module(script)
+    found = script.final_summary(output)
+    assert found.group(1, 2, 3, 4) == ("0.8820", "0.8753", "0.8800", "0.8775")
+    assert script.final_summary("no summary here") is None

@@ -2,9 +2,9 @@
 
 A mistake in the command line or the data raises `UserError` (or a subclass) with a message that
 names the value and the fix. The scripts print it as `error: <message>` on one line of stderr and
-exit with code 2. Every other exception, a `ValueError` from a bug inside tscratch included, keeps
-its traceback: a bug must not look like bad input. Set `TSCRATCH_DEBUG=1` for the traceback of a
-user error too.
+exit with code 2 (a command's `main` ends in `run_command`, which does both). Every other exception,
+a `ValueError` from a bug inside tscratch included, keeps its traceback: a bug must not look like
+bad input. Set `TSCRATCH_DEBUG=1` for the traceback of a user error too.
 
 This module imports nothing from tscratch, so every layer can raise these.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 class UserError(ValueError):
@@ -37,6 +39,17 @@ def report(error: UserError) -> int:
         raise error
     print(f"error: {one_line(error)}", file=sys.stderr)
     return 2
+
+
+def run_command(command: Callable[..., int | None], *args: Any, **kwargs: Any) -> int:
+    """Run a command's body and return its exit code: what it returns (None is 0), or 2 after
+    `report` prints the `UserError` it raised. Any other exception propagates (a bug keeps its
+    traceback)."""
+    try:
+        code = command(*args, **kwargs)
+    except UserError as error:
+        return report(error)
+    return 0 if code is None else code
 
 
 def one_line(error: BaseException) -> str:

@@ -7,6 +7,7 @@ import dataclasses
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import pytest
@@ -20,6 +21,10 @@ from tscratch.errors import UserError
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.hparams import architecture_keys, config_arguments
+from tscratch.training.masked_lm import MaskedLMTask
+from tscratch.training.optim import OptimizerConfig
+from tscratch.training.schedules import SCHEDULES
+from tscratch.training.seq2seq import Seq2SeqTask
 
 TINY = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, d_ff=32, num_layers=2)
 
@@ -154,3 +159,67 @@ def test_decorating_an_init_without_the_config_argument_fails():
 
     with pytest.raises(TypeError, match="has no argument 'config'"):
         config_arguments(EncoderConfig)(__init__)
+
+
+def test_decorating_with_a_default_for_no_field_fails():
+    with pytest.raises(TypeError, match="OptimizerConfig has no field 'learning_rate'"):
+        config_arguments(OptimizerConfig, param="optim", defaults={"learning_rate": 1.0})
+
+
+def test_optimizer_fields_stand_where_the_optim_argument_stood():
+    names = list(inspect.signature(ClassificationTask).parameters)
+    fields = [f.name for f in dataclasses.fields(OptimizerConfig)]
+    start = names.index("pooling") + 1
+    assert names[start : start + len(fields)] == fields
+    assert names[start + len(fields)] == "label_smoothing"
+    assert "optim" not in names and "config" not in names
+
+
+@pytest.mark.parametrize(
+    ("task", "defaults"),
+    [
+        (ClassificationTask, {}),
+        (MaskedLMTask, {"lr": 5e-4, "warmup_steps": 0.06}),
+        (Seq2SeqTask, {"lr": 1e-3}),
+    ],
+)
+def test_every_optimizer_field_is_a_flag_with_the_tasks_default(task, defaults):
+    parser = LightningArgumentParser()
+    parser.add_lightning_class_args(task, "model")
+    fields = [f.name for f in dataclasses.fields(OptimizerConfig)]
+    parsed = parser.get_defaults().model
+    assert {k: parsed[k] for k in fields} == {**dataclasses.asdict(OptimizerConfig()), **defaults}
+    help_text = " ".join(parser.format_help().split())
+    assert "--model.lr LR peak learning rate of AdamW." in help_text
+    assert "--model.weight_decay WEIGHT_DECAY AdamW weight decay (not applied" in help_text
+    assert "--model.schedule SCHEDULE learning-rate schedule: a module of" in help_text
+
+
+def test_the_optimizer_options_reach_the_module_and_its_checkpoint(tmp_path):
+    model = ClassificationTask(**TINY, lr=3e-3, weight_decay=0.0, betas=(0.8, 0.9), min_lr=1e-4)
+    optim = OptimizerConfig(lr=3e-3, weight_decay=0.0, betas=(0.8, 0.9), min_lr=1e-4)
+    assert model.optim == optim
+    assert {k: model.hparams[k] for k in ("lr", "weight_decay", "betas", "schedule")} == {
+        "lr": 3e-3, "weight_decay": 0.0, "betas": (0.8, 0.9), "schedule": "cosine",
+    }  # fmt: skip
+    state = read_checkpoint(_fit_one_step(model, tmp_path))
+    assert ClassificationTask.from_checkpoint(state).optim == optim
+
+
+def test_a_checkpoint_from_before_the_schedule_option_loads_with_cosine():
+    model = ClassificationTask(**TINY, lr=3e-3)
+    hparams = {k: v for k, v in model.hparams.items() if k != "schedule"}  # as written before
+    state = {"hyper_parameters": hparams, "state_dict": model.state_dict()}
+    loaded = ClassificationTask.from_checkpoint(state)
+    assert loaded.optim == model.optim and loaded.optim.schedule == "cosine"
+
+
+def test_a_registered_schedule_is_taken_by_name_from_the_command_line(monkeypatch):
+    monkeypatch.setitem(SCHEDULES, "half", lambda total, warmup, min_ratio: lambda step: 0.5)
+    parser = LightningArgumentParser()
+    parser.add_lightning_class_args(ClassificationTask, "model")
+    args = [f"--model.{k}={v}" for k, v in TINY.items()]
+    model = parser.instantiate(parser.parse_args([*args, "--model.schedule=half"])).model
+    model._trainer = SimpleNamespace(estimated_stepping_batches=10)
+    optimizer = model.configure_optimizers()["optimizer"]
+    assert [g["lr"] for g in optimizer.param_groups] == [pytest.approx(1e-4 * 0.5)] * 2

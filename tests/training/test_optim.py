@@ -1,20 +1,19 @@
-"""AdamW parameter groups and the warmup-then-cosine schedule (tscratch/optim.py)."""
+"""The optimizer's options, AdamW parameter groups and the warmup (tscratch/training/optim.py)."""
 
 from __future__ import annotations
-
-import itertools
-import math
 
 import pytest
 
 from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
 from tscratch.model import TransformerClassifier
 from tscratch.training.optim import (
+    OptimizerConfig,
     encoder_lr_scales,
     parameter_groups,
     resolve_warmup,
-    warmup_cosine,
 )
+from tscratch.training.schedules import SCHEDULES
 
 # Projection matrices (attention, feed-forward, head) are the only decayed parameters.
 DECAYED = {
@@ -24,32 +23,6 @@ DECAYED = {
     "encoder.layers.0.ff.fc2.weight",
     "head.proj.weight",
 }
-
-
-def test_warmup_rises_linearly_to_the_peak_at_warmup_end():
-    factor = warmup_cosine(total_steps=100, warmup=10, min_ratio=0.1)
-    rise = [factor(step) for step in range(11)]
-
-    assert rise == pytest.approx([(step + 1) / 11 for step in range(10)] + [1.0])
-    assert max(factor(step) for step in range(101)) == factor(10) == 1.0
-
-
-def test_cosine_decays_to_min_lr_at_the_last_step():
-    factor = warmup_cosine(total_steps=100, warmup=10, min_ratio=0.1)
-    decay = [factor(step) for step in range(10, 101)]
-
-    assert all(a > b for a, b in itertools.pairwise(decay))  # strictly decreasing
-    assert factor(55) == pytest.approx(0.1 + 0.9 * 0.5)  # halfway: half of the way down
-    assert factor(10 + 90 // 3) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 3)))
-    assert factor(100) == pytest.approx(0.1)  # after the last of 100 optimizer steps
-    assert factor(99) > 0.1
-    assert factor(150) == pytest.approx(0.1)  # past the end it stays at min_lr
-
-
-def test_no_warmup_starts_at_the_peak():
-    factor = warmup_cosine(total_steps=10, warmup=0, min_ratio=0.0)
-    assert factor(0) == 1.0
-    assert factor(10) == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize(
@@ -71,6 +44,45 @@ def test_resolve_warmup_rejects_bad_fractions(fraction):
 def test_resolve_warmup_rejects_negative_steps():
     with pytest.raises(ValueError, match=r"warmup_steps \(-3\) must be >= 0"):
         resolve_warmup(-3, 100)
+
+
+def test_optimizer_config_defaults_are_fine_tunings():
+    assert OptimizerConfig() == OptimizerConfig(
+        lr=1e-4, weight_decay=0.01, betas=(0.9, 0.98), warmup_steps=0.1, min_lr=0.0,
+        schedule="cosine",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"lr": 0.0}, r"lr \(0\.0\) must be positive"),
+        ({"lr": float("nan")}, r"lr \(nan\) must be positive"),
+        ({"weight_decay": -1.0}, r"weight_decay \(-1\.0\) must be >= 0"),
+        ({"betas": (0.9,)}, r"betas \(\[0\.9\]\) must be two numbers in \[0, 1\)"),
+        ({"betas": (0.9, 1.0)}, r"betas \(\[0\.9, 1\.0\]\) must be two numbers in \[0, 1\)"),
+        ({"schedule": "cosin"}, r"schedule \('cosin'\) must be one of \(.*'cosine'"),
+    ],
+)
+def test_bad_optimizer_options_are_user_errors(changes, message):
+    with pytest.raises(UserError, match=message):
+        OptimizerConfig(**changes)
+
+
+def test_lr_factor_runs_the_named_schedule_on_the_resolved_warmup(monkeypatch):
+    calls = []
+
+    def half(total_steps: int, warmup: int, min_ratio: float):
+        calls.append((total_steps, warmup, min_ratio))
+        return lambda step: 0.5
+
+    monkeypatch.setitem(SCHEDULES, "half", half)
+    optim = OptimizerConfig(lr=1e-3, min_lr=1e-4, warmup_steps=0.25, schedule="half")
+
+    assert optim.lr_factor(40)(7) == 0.5
+    assert calls == [(40, 10, pytest.approx(0.1))]  # warmup 25% of 40 steps, min_lr / lr
+    with pytest.raises(UserError, match=r"warmup_steps \(1\.0\) as a fraction"):
+        OptimizerConfig(warmup_steps=1.0).lr_factor(40)  # known only once the length is
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,11 @@ prints one JSON line per split (validation, test): accuracy and macro-F1.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.errors import UserError, report
+from tscratch.errors import run_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,18 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     add("--data.seed", dest="seed", type=int, default=42, help="the split's seed, as fit's")
     add("--data.train_rows", dest="train_rows", type=int, default=None, help="as fit's")
     add("--data.encoding", dest="encoding", default="utf-8", help="as fit's")
-    args = parser.parse_args(argv)
-    try:
-        from tscratch.baseline import require_baseline_extra, tfidf_scores
-        from tscratch.data.splits import load_labeled_splits
+    return run_command(run, parser.parse_args(argv))
 
-        require_baseline_extra()
-        splits = load_labeled_splits(
-            args.dataset, None, None, args.text_column, args.label_column, 0.1, 0.1, args.seed,
-            args.train_rows, encoding=args.encoding,
-        )  # fmt: skip
-        for result in tfidf_scores(splits):
-            print(json.dumps(result))
-    except UserError as error:
-        return report(error)
-    return 0
+
+def run(args: argparse.Namespace) -> None:
+    """Score the bar on fit's validation and test splits, one JSON line each."""
+    from tscratch.baseline import require_baseline_extra, tfidf_scores
+    from tscratch.data.splits import load_labeled_splits
+
+    require_baseline_extra()
+    splits = load_labeled_splits(
+        args.dataset, None, None, args.text_column, args.label_column, 0.1, 0.1, args.seed,
+        args.train_rows, encoding=args.encoding,
+    )  # fmt: skip
+    for result in tfidf_scores(splits):
+        print(json.dumps(result))

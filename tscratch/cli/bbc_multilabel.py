@@ -8,11 +8,12 @@ multi-label model on them (with `--data.label_delimiter "|"` for the CSV files).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.bbc_multilabel import write_topic_mixes
-from tscratch.errors import UserError, report
+from tscratch.errors import run_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,14 +29,14 @@ def main(argv: list[str] | None = None) -> int:
         help="jsonl: label lists; csv: labels joined by '|' "
              "(tscratch fit: --data.label_delimiter '|')",
     )  # fmt: skip
-    args = parser.parse_args(argv)
-    try:
-        files = write_topic_mixes(
-            args.out, args.train_rows, args.eval_rows, args.words, args.seed, args.fmt
-        )
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
+    return run_command(run, parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write the three files and say how many rows each holds."""
+    files = write_topic_mixes(
+        args.out, args.train_rows, args.eval_rows, args.words, args.seed, args.fmt
+    )
     sizes = {"train": args.train_rows, "validation": args.eval_rows, "test": args.eval_rows}
     for split, file in files.items():
         sys.stdout.write(f"wrote {file} ({sizes[split]} rows)\n")
-    return 0

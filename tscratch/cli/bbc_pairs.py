@@ -7,11 +7,12 @@ Writes DIR/train.csv, DIR/validation.csv and DIR/test.csv with columns `text,tex
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.bbc_pairs import write_same_topic_pairs
-from tscratch.errors import UserError, report
+from tscratch.errors import run_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,14 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     add("--eval_pairs", type=int, default=250, help="rows of validation.csv and of test.csv")
     add("--words", type=int, default=40, help="opening words kept of each article")
     add("--seed", type=int, default=0, help="seed of the article pools and of the pairs")
-    args = parser.parse_args(argv)
-    try:
-        files = write_same_topic_pairs(
-            args.out, args.train_pairs, args.eval_pairs, args.words, args.seed
-        )
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
+    return run_command(run, parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write the three files and say how many pairs each holds."""
+    files = write_same_topic_pairs(
+        args.out, args.train_pairs, args.eval_pairs, args.words, args.seed
+    )
     sizes = {"train": args.train_pairs, "validation": args.eval_pairs, "test": args.eval_pairs}
     for split, file in files.items():
         sys.stdout.write(f"wrote {file} ({sizes[split]} pairs)\n")
-    return 0

@@ -19,6 +19,7 @@ expected calibration error, the confusion matrix) and, as its last line, the JSO
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any
 
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.configs import packaged_config
-from tscratch.errors import MissingFile, UserError, report
+from tscratch.errors import MissingFile, UserError, run_command
 
 _DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column")
 
@@ -156,29 +157,28 @@ def parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    return run_command(run, parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Evaluate on the test split, print the report (and write it with --output)."""
     overrides = {k: getattr(args, k) for k in (*_DATA_KEYS, "batch_size", "seed")}
     if args.devices != 1:  # each process would report on its own shard of the test split
-        return report(
-            UserError(
-                f"--trainer.devices ({args.devices}): tscratch test evaluates on one device; pass 1"
-            )
+        raise UserError(
+            f"--trainer.devices ({args.devices}): tscratch test evaluates on one device; pass 1"
         )
     trainer_args = {"accelerator": args.accelerator, "devices": args.devices}
     if args.precision is not None:
         trainer_args["precision"] = args.precision
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
-    try:
-        if args.output is not None and args.output.exists() and not args.output.is_dir():
-            raise UserError(f"--output {args.output} is a file; give a folder (made if missing)")
-        if args.config is not None:
-            overrides = {
-                **config_data(args.config),
-                **{k: v for k, v in overrides.items() if v is not None},
-            }
-        metrics = evaluate(args.ckpt_path, overrides, trainer_args)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
+    if args.output is not None and args.output.exists() and not args.output.is_dir():
+        raise UserError(f"--output {args.output} is a file; give a folder (made if missing)")
+    if args.config is not None:
+        overrides = {
+            **config_data(args.config),
+            **{k: v for k, v in overrides.items() if v is not None},
+        }
+    metrics = evaluate(args.ckpt_path, overrides, trainer_args)
     results = metrics.pop("report")
     if args.output is not None:
         from tscratch.training.report import write_report
@@ -187,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     from tscratch.training.report import format_report
 
     sys.stdout.write(format_report(results) + "\n\n" + json.dumps(metrics) + "\n")
-    return 0
 
 
 def config_data(file: str) -> dict[str, Any]:

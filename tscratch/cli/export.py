@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.errors import MissingFile, UserError, report
+from tscratch.errors import MissingFile, UserError, run_command
 
 
-def run(args: argparse.Namespace) -> Path:
-    """Check the flags, read the checkpoint once and write the folder."""
+def run(args: argparse.Namespace) -> None:
+    """Check the flags, read the checkpoint once, write the folder and say what it holds."""
     # Imported here, after the flags parse: `--help` and a bad flag answer without torch.
     from tscratch.export import export, require_export_extra
     from tscratch.training.checkpointing import read_checkpoint
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> Path:
     training_config = None
     if path.resolve().parent.name == "checkpoints" and saved.is_file():
         training_config = saved.read_text(encoding="utf-8")
-    return export(
+    out = export(
         checkpoint,
         args.out,
         model=task.model,
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> Path:
         report=report,
         confusion_png=picture,
     )
+    files = ", ".join(sorted(p.name for p in out.iterdir()))
+    sys.stdout.write(f"wrote {out}: {files}\n")
 
 
 def _read_metrics(name: str) -> dict[str, float]:
@@ -105,11 +107,4 @@ def main(argv: list[str] | None = None) -> int:
         help="folder written by tscratch test --output: per-class table and confusion picture "
         "on the model card",
     )
-    args = parser.parse_args(argv)
-    try:
-        out = run(args)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    files = ", ".join(sorted(p.name for p in out.iterdir()))
-    sys.stdout.write(f"wrote {out}: {files}\n")
-    return 0
+    return run_command(run, parser.parse_args(argv))

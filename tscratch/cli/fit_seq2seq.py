@@ -20,7 +20,7 @@ from tscratch.cli.checks import check_max_length
 from tscratch.cli.fit import TScratchCLI, trainer_defaults
 from tscratch.cli.launch import build_cli, console
 from tscratch.data.headlines import HeadlineData
-from tscratch.errors import UserError, report
+from tscratch.errors import UserError, run_command
 from tscratch.nn.positions import position_length_limit
 from tscratch.training.headline_pictures import HeadlineSamples
 from tscratch.training.pictures import ValidationPictures
@@ -68,27 +68,28 @@ def main(args: list[str] | None = None) -> int:
     """Train, test the best checkpoint with beam search and print a summary. Returns the exit
     code."""
     console()
-    try:
-        cli = build_cli(
-            Seq2SeqCLI,
-            Seq2SeqTask,
-            HeadlineData,
-            args,
-            default="seq2seq",
-            trainer_defaults=seq2seq_trainer_defaults(),
-        )
-        config, trainer, model = cli.config, cli.trainer, cli.model
-        check_lengths(model, cli.datamodule)
-        model.pretrained, cli.pretrained = cli.pretrained, None
-        cli.check_resume()
-        trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
-        if config.test and not trainer.interrupted:
-            best = trainer.checkpoint_callback.best_model_path or None
-            trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)
-            _summary(trainer, best)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    return 0
+    return run_command(run, args)
+
+
+def run(args: list[str] | None) -> None:
+    """Build the CLI from `args` (None: the command line), train, test, print a summary."""
+    cli = build_cli(
+        Seq2SeqCLI,
+        Seq2SeqTask,
+        HeadlineData,
+        args,
+        default="seq2seq",
+        trainer_defaults=seq2seq_trainer_defaults(),
+    )
+    config, trainer, model = cli.config, cli.trainer, cli.model
+    check_lengths(model, cli.datamodule)
+    model.pretrained, cli.pretrained = cli.pretrained, None
+    cli.check_resume()
+    trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
+    if config.test and not trainer.interrupted:
+        best = trainer.checkpoint_callback.best_model_path or None
+        trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)
+        _summary(trainer, best)
 
 
 def _summary(trainer, best: str | None) -> None:

@@ -17,7 +17,7 @@ import torch
 
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.encoding import encode_ids, pad_batch
-from tscratch.errors import MissingFile, UserError, report
+from tscratch.errors import MissingFile, UserError, run_command
 from tscratch.training.checkpointing import CheckpointError, read_checkpoint
 from tscratch.training.seq2seq import Seq2SeqTask
 
@@ -133,9 +133,4 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    return 0
+    return run_command(run, build_parser().parse_args(argv))

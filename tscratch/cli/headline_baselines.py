@@ -22,7 +22,7 @@ from pathlib import Path
 from tscratch.cli.generate import generator_from, headlines
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.data.seq2seq_pairs import Pair, headline_pairs
-from tscratch.errors import UserError, report
+from tscratch.errors import UserError, run_command
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.rouge import rouge
 
@@ -157,9 +157,4 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    return 0
+    return run_command(run, build_parser().parse_args(argv))

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from tscratch.cli.launch import console
-from tscratch.errors import UserError, report
+from tscratch.errors import UserError, run_command
 from tscratch.lab import EXPERIMENTS
 from tscratch.lab.report import markdown_table, write_result
 
@@ -54,18 +54,19 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 def main(args: list[str] | None = None) -> int:
     """Run the experiment, write and print its results. Returns the exit code."""
     console()
-    try:
-        options = parse_args(sys.argv[1:] if args is None else list(args))
-        experiment = importlib.import_module(EXPERIMENTS[options.name])
-        start = time.perf_counter()
-        result = experiment.run(toy=options.toy, seeds=options.seeds)
-        seconds = time.perf_counter() - start
-        out = options.out or Path("lab_results") / options.name
-        write_result(result, out)
-    except UserError as error:  # bad input: one line, exit 2
-        return report(error)
+    return run_command(run, sys.argv[1:] if args is None else list(args))
+
+
+def run(args: list[str]) -> None:
+    """Parse `args`, run the experiment they name, write its files and print the results."""
+    options = parse_args(args)
+    experiment = importlib.import_module(EXPERIMENTS[options.name])
+    start = time.perf_counter()
+    result = experiment.run(toy=options.toy, seeds=options.seeds)
+    seconds = time.perf_counter() - start
+    out = options.out or Path("lab_results") / options.name
+    write_result(result, out)
     print(markdown_table(result.rows), end="")
     print(f"verdict: {result.verdict}")
     files = ", ".join(str(out / f"{result.name}.{ext}") for ext in ("png", "md", "json"))
     print(f"took {seconds:.0f} s; wrote {files}")
-    return 0

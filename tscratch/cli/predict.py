@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.errors import UserError, report
+from tscratch.errors import UserError, run_command
 
 if TYPE_CHECKING:
     from tscratch.export import ExportedClassifier
@@ -188,9 +188,4 @@ def _inputs(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    return 0
+    return run_command(run, build_parser().parse_args(argv))

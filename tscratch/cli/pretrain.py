@@ -21,7 +21,7 @@ from tscratch.cli.checks import check_max_length
 from tscratch.cli.fit import TScratchCLI, trainer_defaults
 from tscratch.cli.launch import build_cli, console
 from tscratch.data.text import PretrainingTextData
-from tscratch.errors import UserError, report
+from tscratch.errors import run_command
 from tscratch.training.masked_lm import MaskedLMTask, MaskedPredictions
 from tscratch.training.pictures import ValidationPictures
 
@@ -50,24 +50,25 @@ def pretrain_trainer_defaults() -> dict[str, Any]:
 def main(args: list[str] | None = None) -> int:
     """Pretrain and print a summary. Returns the exit code."""
     console()
-    try:
-        cli = build_cli(
-            PretrainCLI,
-            MaskedLMTask,
-            PretrainingTextData,
-            args,
-            default="pretrain",
-            trainer_defaults=pretrain_trainer_defaults(),
-        )
-        trainer, model = cli.trainer, cli.model
-        check_max_length(model.config, cli.datamodule.max_length)  # before anything is written
-        cli.check_resume()
-        trainer.fit(model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
-        if not trainer.interrupted:
-            _summary(trainer)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    return 0
+    return run_command(run, args)
+
+
+def run(args: list[str] | None) -> None:
+    """Build the CLI from `args` (None: the command line), pretrain, print a summary."""
+    cli = build_cli(
+        PretrainCLI,
+        MaskedLMTask,
+        PretrainingTextData,
+        args,
+        default="pretrain",
+        trainer_defaults=pretrain_trainer_defaults(),
+    )
+    trainer, model = cli.trainer, cli.model
+    check_max_length(model.config, cli.datamodule.max_length)  # before anything is written
+    cli.check_resume()
+    trainer.fit(model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
+    if not trainer.interrupted:
+        _summary(trainer)
 
 
 def _summary(trainer) -> None:

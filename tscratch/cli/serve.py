@@ -48,7 +48,7 @@ from tscratch.cli.serve_requests import (
     read_request,
 )
 from tscratch.cli.serve_stop import ignore_interrupts, stopped_by_signals
-from tscratch.errors import UserError, one_line, report
+from tscratch.errors import UserError, one_line, run_command
 
 try:  # the serve extra; `require_serve_extra` turns its absence into one line
     from fastapi.responses import JSONResponse
@@ -252,13 +252,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("auto", "cpu", "cuda", "mps"), help="where the model runs")  # fmt: skip
     add("--max_texts", type=int, default=256, help="most texts in one request")
     add("--max_text_chars", type=int, default=100_000, help="most characters in one text")
-    args = parser.parse_args(argv)
-    try:
-        with stopped_by_signals():
-            run(args)
-    except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        return report(error)
-    return 0
+    return run_command(run_until_stopped, parser.parse_args(argv))
+
+
+def run_until_stopped(args: argparse.Namespace) -> None:
+    """`run`, ended quietly by SIGTERM or Ctrl-C (`stopped_by_signals`)."""
+    with stopped_by_signals():
+        run(args)
 
 
 if __name__ == "__main__":

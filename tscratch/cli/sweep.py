@@ -51,7 +51,7 @@ from tscratch.cli.sweep_trial import (
 )
 from tscratch.configs import packaged_config, packaged_configs
 from tscratch.data.datamodule import TextClassificationData
-from tscratch.errors import MissingFile, UserError, one_line, report
+from tscratch.errors import MissingFile, UserError, one_line, run_command
 from tscratch.training.callbacks import TrainingInterrupted
 from tscratch.training.classification import ClassificationTask
 
@@ -118,12 +118,14 @@ def parse_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(args: list[str] | None = None) -> int:
     """Run or continue the study, write its summary. Returns the exit code."""
     launch.console()
-    try:
-        options, fixed = parse_args(sys.argv[1:] if args is None else list(args))
-        optuna = import_optuna()
-        return Sweep(options, fixed, optuna).run()
-    except UserError as error:  # bad input: one line, exit 2
-        return report(error)
+    return run_command(run, sys.argv[1:] if args is None else list(args))
+
+
+def run(args: list[str]) -> int:
+    """Parse `args`, then run or continue the study they describe. Returns the exit code."""
+    options, fixed = parse_args(args)
+    optuna = import_optuna()
+    return Sweep(options, fixed, optuna).run()
 
 
 class Sweep:

@@ -117,13 +117,11 @@ class TextClassificationData(TokenizedData):
             (seeded); validation and test stay whole (for learning curves and quick trials).
         label_delimiter: For multi-label CSV data: the string between a row's labels in the
             label column ("sport|tech" with "|"). A label column of JSON/Parquet lists is
-            multi-label without it. Multi-label runs train one sigmoid per label (see the
-            README's Multi-label section).
-        encoding: Of local CSV/JSON files: utf-8 (with or without a byte-order mark), or any
-            encoding Python knows (gb18030, big5, cp1252, utf-16...). A file that is not valid
-            in it is refused with one line naming the encoding it looks like.
+            multi-label without it (one sigmoid per label; docs/tasks.md).
+        encoding: Of local CSV/JSON files: utf-8 (a byte-order mark is fine), or gb18030, big5,
+            cp1252, utf-16...; a file not valid in it is refused, naming the one it looks like.
         augment_copies: With --model.teacher: augmented copies of each training text, trained on
-            the teacher's logits (Tang et al. 2019; default 20); 0: the original texts only.
+            the teacher's logits (Tang et al. 2019; default 20, `--recipe distil` 10); 0: none.
         augment_mask: Probability that a copy masks a word (in CJK text: a character).
         augment_swap: Probability that a copy replaces a word by one of the training texts'.
         augment_ngram: Probability that a copy is cut down to an n-gram of 1-5 words.

@@ -1,10 +1,11 @@
 """The classification task: a `TransformerClassifier` plus loss, metrics, optimizer, schedule.
 
-`EncoderConfig` is the one description of the architecture: `@config_arguments` turns its fields
-into flat arguments (`--model.d_model 128`, plain values in checkpoints) and this module receives
-them as one `config`. `vocab_size`, `pad_id`, `num_classes` and `label_names` come from the data
-module through the CLI. The tokenizer travels inside the checkpoint as a JSON string, so a
-checkpoint alone is enough to predict.
+`EncoderConfig` is the one description of the architecture and `OptimizerConfig` that of the
+optimizer: `@config_arguments` turns their fields into flat arguments (`--model.d_model 128`,
+`--model.lr 3e-4`, plain values in checkpoints) and this module receives each as one object.
+`vocab_size`, `pad_id`, `num_classes` and `label_names` come from the data module through the CLI.
+The tokenizer travels inside the checkpoint as a JSON string, so a checkpoint alone is enough to
+predict.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from tscratch.training.multilabel import (
     check_multilabel_options,
     multilabel_metrics,
 )
-from tscratch.training.optim import encoder_lr_scales
-from tscratch.training.task import EncoderTask, check_optimization
+from tscratch.training.optim import OptimizerConfig, encoder_lr_scales
+from tscratch.training.task import EncoderTask
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +48,21 @@ LOSS = ("loss", "focal_gamma", "class_weights", "teacher", "distill_weight")
 class ClassificationTask(EncoderTask):
     """Train the hand-written Transformer encoder as a text classifier.
 
-    The architecture arguments are the fields of the config named in `@config_arguments`
-    (`EncoderConfig`), listed after the task's own below; `vocab_size` and `pad_id` are linked
-    from the data (do not set).
+    The architecture and optimizer arguments are the fields of the configs named in
+    `@config_arguments` (`EncoderConfig`, `OptimizerConfig`), listed after the task's own below;
+    `vocab_size` and `pad_id` are linked from the data (do not set).
     """
 
     @config_arguments(EncoderConfig)
+    @config_arguments(OptimizerConfig, param="optim")
     def __init__(
         self,
         config: EncoderConfig,
+        *,
         num_classes: int = 2,
         label_names: list[str] | None = None,
         pooling: Literal["cls", "mean"] = "cls",
-        lr: float = 1e-4,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.98),
-        warmup_steps: int | float = 0.1,
-        min_lr: float = 0.0,
+        optim: OptimizerConfig,
         label_smoothing: float = 0.1,
         class_weights: Literal["auto", "none"] | list[float] = "none",
         loss: Literal["cross_entropy", "focal"] = "cross_entropy",
@@ -85,13 +84,6 @@ class ClassificationTask(EncoderTask):
             num_classes: number of labels (linked from the data; do not set).
             label_names: label names, index = class id (linked from the data; do not set).
             pooling: cls (first token) or mean (mask-aware mean).
-            lr: peak learning rate of AdamW.
-            weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
-            betas: AdamW betas.
-            warmup_steps: linear warmup length: an int step count or a float fraction of all
-                steps.
-            min_lr: learning rate at the end of the cosine decay (with `head_lr` or
-                `layer_lr_decay`, each group ends at its own peak x min_lr / lr).
             label_smoothing: label smoothing of the loss (focal loss too: the smoothed target
                 weights each class's term).
             class_weights: weight of each class in the loss, for imbalanced labels: 'none'
@@ -135,7 +127,7 @@ class ClassificationTask(EncoderTask):
                 (mean over rows and classes) against the label loss, which only the real rows
                 carry (the copies' labels may no longer hold); 0 ignores the teacher.
         """
-        super().__init__()  # `config_arguments` saves the hyperparameters, flat
+        super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
         self.config = config
         if label_names is not None and len(label_names) != num_classes:
             raise UserError(
@@ -154,7 +146,6 @@ class ClassificationTask(EncoderTask):
             raise UserError(f"loss {loss!r} must be 'cross_entropy' or 'focal'")
         if not (math.isfinite(focal_gamma) and focal_gamma >= 0):
             raise UserError(f"focal_gamma ({focal_gamma}) must be >= 0 (0 is cross-entropy)")
-        check_optimization(lr, weight_decay, betas)
         if head_lr is not None and not head_lr > 0:
             raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
         if not 0.0 < layer_lr_decay <= 1.0:
@@ -218,10 +209,10 @@ class ClassificationTask(EncoderTask):
 
     def lr_scale(self) -> Callable[[str], float] | None:
         """Layer-wise decay and the head's own rate (`layer_lr_decay`, `head_lr`)."""
-        hp = self.hparams
-        if hp.layer_lr_decay == 1.0 and hp.head_lr in (None, hp.lr):
+        hp, lr = self.hparams, self.optim.lr
+        if hp.layer_lr_decay == 1.0 and hp.head_lr in (None, lr):
             return None
-        head = 1.0 if hp.head_lr is None else hp.head_lr / hp.lr
+        head = 1.0 if hp.head_lr is None else hp.head_lr / lr
         return encoder_lr_scales(self.config.num_layers, hp.layer_lr_decay, head)
 
     @classmethod

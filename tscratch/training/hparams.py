@@ -1,15 +1,18 @@
 """One place per fact: a config dataclass's fields become a LightningModule's flat arguments.
 
-A task module is written against the typed config it trains (`__init__(self, config, *, lr...)`)
-and decorated with `@config_arguments(EncoderConfig)`. The decorator gives `__init__` a signature
-whose keyword arguments are the config's fields (types, defaults and docstrings taken from the
-dataclass) followed by the module's own, so that
+A task module is written against the typed configs it trains (`__init__(self, config, *, ...,
+optim, ...)`) and decorated once per config: `@config_arguments(EncoderConfig)` for the
+architecture, `@config_arguments(OptimizerConfig, param="optim")` for the optimizer and its
+schedule. Each decorator puts the config's fields (types, defaults and docstrings taken from the
+dataclass) in the signature where its argument stood, so that
 
-- the CLI and YAML files say `--model.d_model 128`, with `--help` text from the field docstring;
+- the CLI and YAML files say `--model.d_model 128` and `--model.lr 3e-4`, with `--help` text
+  from the field docstring;
 - a checkpoint's `hyper_parameters` hold plain values, and `load_from_checkpoint` rebuilds the
   module from them;
-- adding a field to the config is one edit: it is then a flag, a hyperparameter, a checkpoint
-  entry and (unless listed in the config's `RUNTIME_FIELDS`) part of the resume check.
+- adding a field to a config is one edit: it is then a flag, a hyperparameter, a checkpoint
+  entry and (for the architecture config, unless listed in its `RUNTIME_FIELDS`) part of the
+  resume check.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import docstring_parser
@@ -26,18 +29,29 @@ import docstring_parser
 _KW = inspect.Parameter.KEYWORD_ONLY
 
 
-def config_arguments(config_class: type, *, param: str = "config") -> Callable:
-    """Decorate `__init__(self, <param>: config_class, *, ...)` to take the fields flat.
+def config_arguments(
+    config_class: type, *, param: str = "config", defaults: Mapping[str, Any] | None = None
+) -> Callable:
+    """Decorate `__init__(self, ..., <param>: config_class, ...)` to take the fields flat.
 
-    The decorated `__init__` must not call `save_hyperparameters`: the wrapper saves every
-    argument, flat, after it returns.
+    Decorators stack, one per config: together they build every config from the flat arguments
+    (the outermost first) and save the hyperparameters once. The decorated `__init__` must not
+    call `save_hyperparameters`: the outermost wrapper saves every argument, flat, after it
+    returns.
 
     Args:
         config_class: a dataclass; each field becomes a keyword argument of the same name.
-        param: the name of the `__init__` argument that receives the built config.
+        param: the name of the `__init__` argument that receives the built config. `config`
+            names the architecture: the config `EncoderTask.config_class()` returns.
+        defaults: field name -> the default this `__init__` gives it, where it differs from the
+            dataclass's.
     """
     hints = typing.get_type_hints(config_class)
     fields = dataclasses.fields(config_class)
+    names = {f.name for f in fields}
+    defaults = dict(defaults or {})
+    if unknown := sorted(set(defaults) - names):
+        raise TypeError(f"{config_class.__name__} has no field {unknown[0]!r} to give a default")
     docs = {
         p.arg_name: p.description or ""
         for p in docstring_parser.parse_from_object(config_class).params
@@ -48,27 +62,40 @@ def config_arguments(config_class: type, *, param: str = "config") -> Callable:
         if param not in own:
             raise TypeError(f"{init.__qualname__} has no argument {param!r} for the config")
         flat = [
-            inspect.Parameter(f.name, _KW, default=_default(f), annotation=hints[f.name])
+            inspect.Parameter(
+                f.name, _KW, default=defaults.get(f.name, _default(f)), annotation=hints[f.name]
+            )
             for f in fields
         ]
-        rest = [p.replace(kind=_KW) for name, p in own.items() if name not in ("self", param)]
-        signature = inspect.Signature([own["self"], *flat, *rest])
-        names = {f.name for f in fields}
+        parameters = [own["self"]]
+        for name, p in own.items():
+            if name == param:
+                parameters += flat  # where the config stood: the signature keeps its order
+            elif name != "self":
+                parameters.append(p.replace(kind=_KW))
+        signature = inspect.Signature(parameters)
+        call = getattr(init, "build", init)  # a decorator below builds its own config
 
-        @functools.wraps(init)
-        def wrapper(self: Any, **kwargs: Any) -> None:
+        def build(self: Any, **kwargs: Any) -> dict[str, Any]:
+            """Build the config, run `init`; the flat arguments, defaults applied."""
             bound = signature.bind(self, **kwargs)  # TypeError naming an unknown argument
             bound.apply_defaults()
             args = {k: v for k, v in bound.arguments.items() if k != "self"}
-            flat = dict(args)
-            config = config_class(**{k: args.pop(k) for k in list(args) if k in names})
-            init(self, **{param: config}, **args)
+            rest = {k: v for k, v in args.items() if k not in names}
+            call(self, **{param: config_class(**{k: args[k] for k in names})}, **rest)
+            return args
+
+        @functools.wraps(init)
+        def wrapper(self: Any, **kwargs: Any) -> None:
+            flat = build(self, **kwargs)
             # Plain values under the CLI's own names. The frame is this function's: Lightning
             # would otherwise read `init`'s locals, which lack the flat names.
             self.save_hyperparameters(flat, frame=inspect.currentframe())
 
         wrapper.__signature__ = signature  # what inspect, jsonargparse and help() see
-        wrapper.config_class = config_class  # the one place a task names its config
+        wrapper.build = build  # what a decorator stacked above calls instead: it saves once
+        # The one place a task names its configs: argument -> config class.
+        wrapper.configs = {**getattr(init, "configs", {}), param: config_class}
         wrapper.__doc__ = _with_field_docs(init.__doc__ or "", fields, docs)
         return wrapper
 
@@ -90,7 +117,7 @@ def _default(field: dataclasses.Field) -> Any:
 
 
 def _with_field_docs(doc: str, fields: tuple, docs: dict[str, str]) -> str:
-    """Append the config fields to the docstring's `Args:` section (jsonargparse's `--help`)."""
+    """Add the config fields to the docstring's `Args:` section (jsonargparse's `--help`)."""
     lines = [f"    {f.name}: {' '.join(docs.get(f.name, '').split())}" for f in fields]
     head, sep, tail = doc.partition("Args:\n")
     if not sep:

@@ -1,10 +1,11 @@
 """The masked-LM pretraining task: `TransformerForMaskedLM` plus loss, metrics and optimizer.
 
-As in `ClassificationTask`, `@config_arguments(EncoderConfig)` makes the architecture flat
-arguments (`--model.d_model 128`, plain values in checkpoints), `vocab_size` and `pad_id` come
-from the data, and the checkpoint carries `tokenizer_json`, `max_length` and the RNG states of an
-exact resume. The encoder sits at `self.model.encoder`, so its weights are the `model.encoder.*`
-entries of the checkpoint's state_dict: what `tscratch fit --model.init_from` reads.
+As in `ClassificationTask`, `@config_arguments` makes the architecture (`EncoderConfig`) and the
+optimizer (`OptimizerConfig`) flat arguments (`--model.d_model 128`, plain values in checkpoints),
+`vocab_size` and `pad_id` come from the data, and the checkpoint carries `tokenizer_json`,
+`max_length` and the RNG states of an exact resume. The encoder sits at `self.model.encoder`,
+so its weights are the `model.encoder.*` entries of the checkpoint's state_dict: what
+`tscratch fit --model.init_from` reads.
 
 The loss and the vocabulary projection run on the masked positions only (`labels != -100`).
 Validation reports the token-weighted mean loss over the held-out slice, its accuracy and
@@ -26,44 +27,37 @@ from tscratch.config import EncoderConfig
 from tscratch.data.masking import IGNORE_INDEX
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
 from tscratch.training.hparams import config_arguments
-from tscratch.training.task import EncoderTask, check_optimization
+from tscratch.training.optim import OptimizerConfig
+from tscratch.training.task import EncoderTask
 
 
 class MaskedLMTask(EncoderTask):
     """Pretrain the hand-written Transformer encoder as a masked language model (BERT's MLM).
 
-    The architecture arguments are the fields of the config named in `@config_arguments`
-    (`EncoderConfig`), listed after the task's own below; `vocab_size` and `pad_id` are linked
-    from the data (do not set).
+    The architecture and optimizer arguments are the fields of the configs named in
+    `@config_arguments` (`EncoderConfig`, `OptimizerConfig`, with a higher peak and a shorter
+    warmup than fine-tuning's), listed after the task's own below; `vocab_size` and `pad_id` are
+    linked from the data (do not set).
     """
 
     @config_arguments(EncoderConfig)
+    @config_arguments(OptimizerConfig, param="optim", defaults={"lr": 5e-4, "warmup_steps": 0.06})
     def __init__(
         self,
         config: EncoderConfig,
-        lr: float = 5e-4,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.98),
-        warmup_steps: int | float = 0.06,
-        min_lr: float = 0.0,
+        *,
+        optim: OptimizerConfig,
         compile: bool = False,
         activation_checkpointing: bool = False,
     ) -> None:
         """
         Args:
-            lr: peak learning rate of AdamW.
-            weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
-            betas: AdamW betas.
-            warmup_steps: linear warmup length: an int step count or a float fraction of all
-                steps.
-            min_lr: learning rate at the end of the cosine decay.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
             activation_checkpointing: recompute each encoder block's activations in the backward
                 pass instead of keeping them: less memory for longer sequences or bigger
                 batches, at the cost of about one more forward pass (see README, Memory).
         """
-        super().__init__()  # `config_arguments` saves the hyperparameters, flat
-        check_optimization(lr, weight_decay, betas)
+        super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
         self.config = config
         self.model = TransformerForMaskedLM(config)
         self.model.encoder.activation_checkpointing = activation_checkpointing

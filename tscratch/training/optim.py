@@ -1,23 +1,25 @@
-"""AdamW parameter groups and the warmup-then-cosine learning-rate schedule.
+"""The optimizer every task trains with: its options, AdamW parameter groups, the schedule.
 
+`OptimizerConfig` is the one description of the optimizer and its learning-rate schedule: a task
+takes its fields as flat arguments (`--model.lr`) through `@config_arguments`, as it takes
+`EncoderConfig`'s. Schedules live one per module in `tscratch.training.schedules`.
 Weight decay applies to projection matrices only: biases, norm weights, every embedding table
 (tokens, token types) and every parameter of a position scheme (learned tables, relative biases)
 are left undecayed, as in BERT and GPT-2.
 Fine-tuning may give parts of the model their own learning rate: `lr_scale` maps a parameter's
 name to a multiple of the peak (`encoder_lr_scales` gives layer-wise decay and a head rate).
-The schedule rises linearly from 0 to the peak over the warmup steps, then follows half a cosine
-down to `min_lr` at the last step (Loshchilov & Hutter 2017, without restarts).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from torch import nn
 
 from tscratch.errors import UserError
 from tscratch.nn.positions import PositionScheme
+from tscratch.training.schedules import SCHEDULES
 
 _NO_DECAY_MODULES = (nn.Embedding, nn.LayerNorm, nn.RMSNorm)
 
@@ -98,15 +100,43 @@ def resolve_warmup(warmup_steps: int | float, total_steps: int) -> int:
     return warmup_steps
 
 
-def warmup_cosine(total_steps: int, warmup: int, min_ratio: float) -> Callable[[int], float]:
-    """Multiplier of the peak learning rate at each optimizer step (for LambdaLR)."""
-    total_steps = max(total_steps, 1)
-    warmup = min(warmup, total_steps)
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """AdamW and its learning-rate schedule, stepped once per optimizer step.
 
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        progress = min((step - warmup) / max(total_steps - warmup, 1), 1.0)
-        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    A task gives its own defaults where they differ (`config_arguments(..., defaults=...)`).
+    """
 
-    return factor
+    lr: float = 1e-4
+    """peak learning rate of AdamW."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not applied to biases, norms, embeddings)."""
+    betas: tuple[float, float] = (0.9, 0.98)
+    """AdamW betas."""
+    warmup_steps: int | float = 0.1
+    """linear warmup length: an int step count or a float fraction of all steps."""
+    min_lr: float = 0.0
+    """learning rate at the end of the schedule (a parameter group with its own peak, from
+    tscratch fit's head_lr or layer_lr_decay, ends at that peak x min_lr / lr)."""
+    schedule: str = "cosine"
+    """learning-rate schedule: a module of tscratch/training/schedules/ (cosine: linear warmup,
+    then half a cosine down to min_lr)."""
+
+    def __post_init__(self) -> None:
+        # What AdamW would reject later with a traceback, and a schedule that does not exist.
+        if not self.lr > 0:
+            raise UserError(f"lr ({self.lr}) must be positive")
+        if self.weight_decay < 0:
+            raise UserError(f"weight_decay ({self.weight_decay}) must be >= 0")
+        betas = self.betas
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise UserError(f"betas ({list(betas)}) must be two numbers in [0, 1)")
+        if self.schedule not in SCHEDULES:
+            raise UserError(f"schedule ({self.schedule!r}) must be one of {tuple(SCHEDULES)}")
+
+    def lr_factor(self, total_steps: int) -> Callable[[int], float]:
+        """Multiple of the peak learning rate at each of `total_steps` optimizer steps (for
+        LambdaLR); a fractional `warmup_steps` out of range fails here, once the length is
+        known."""
+        warmup = resolve_warmup(self.warmup_steps, total_steps)
+        return SCHEDULES[self.schedule](total_steps, warmup, self.min_lr / self.lr)

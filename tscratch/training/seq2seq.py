@@ -1,12 +1,12 @@
 """The encoder-decoder task: `TransformerSeq2Seq` trained on (source, target) pairs, such as
 article bodies and their headlines (`tscratch.data.headlines`).
 
-As in the other tasks, `@config_arguments(Seq2SeqConfig)` makes the architecture flat arguments
-(`--model.num_decoder_layers 2`), `vocab_size`, `pad_id` and the start/end ids come from the
-data, and the checkpoint carries the tokenizer and the RNG states of an exact resume. The encoder
-sits at `self.model.encoder`, so `init_from` (a tscratch pretrain or tscratch fit checkpoint,
-through `tscratch.training.init_from`) fills it, and with it the token embedding the decoder and the
-output layer share.
+As in the other tasks, `@config_arguments` makes the architecture (`Seq2SeqConfig`) and the
+optimizer (`OptimizerConfig`) flat arguments (`--model.num_decoder_layers 2`, `--model.lr`),
+`vocab_size`, `pad_id` and the start/end ids come from the data, and the checkpoint carries the
+tokenizer and the RNG states of an exact resume. The encoder sits at `self.model.encoder`, so
+`init_from` (a tscratch pretrain or tscratch fit checkpoint, through `tscratch.training.init_from`)
+fills it, and with it the token embedding the decoder and the output layer share.
 
 Training minimises token cross-entropy of the shifted targets (label smoothing optional).
 Validation reports the teacher-forced cross-entropy without smoothing (`val/loss`, token
@@ -30,28 +30,28 @@ from tscratch.pretrained import Pretrained
 from tscratch.seq2seq import Seq2SeqConfig, TransformerSeq2Seq, generate
 from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
+from tscratch.training.optim import OptimizerConfig
 from tscratch.training.rouge import f_measures, rouge_metric
-from tscratch.training.task import EncoderTask, check_optimization
+from tscratch.training.task import EncoderTask
 
 
 class Seq2SeqTask(EncoderTask):
     """Train the hand-written encoder-decoder to generate a target text from a source text.
 
-    The architecture arguments are the fields of `Seq2SeqConfig`, listed after the task's own
-    below; `vocab_size`, `pad_id`, `bos_id` and `eos_id` are linked from the data (do not set).
+    The architecture and optimizer arguments are the fields of `Seq2SeqConfig` and
+    `OptimizerConfig`, listed after the task's own below; `vocab_size`, `pad_id`, `bos_id` and
+    `eos_id` are linked from the data (do not set).
     """
 
     @config_arguments(Seq2SeqConfig)
+    @config_arguments(OptimizerConfig, param="optim", defaults={"lr": 1e-3})
     def __init__(
         self,
         config: Seq2SeqConfig,
+        *,
         bos_id: int | None = None,
         eos_id: int | None = None,
-        lr: float = 1e-3,
-        weight_decay: float = 0.01,
-        betas: tuple[float, float] = (0.9, 0.98),
-        warmup_steps: int | float = 0.1,
-        min_lr: float = 0.0,
+        optim: OptimizerConfig,
         label_smoothing: float = 0.1,
         max_new_tokens: int = 32,
         num_beams: int = 4,
@@ -63,12 +63,6 @@ class Seq2SeqTask(EncoderTask):
         Args:
             bos_id: the decoder's start token, [CLS] (linked from the data; do not set).
             eos_id: the end token, [SEP] (linked from the data; do not set).
-            lr: peak learning rate of AdamW.
-            weight_decay: AdamW weight decay (not applied to biases, norms, embeddings).
-            betas: AdamW betas.
-            warmup_steps: linear warmup length: an int step count or a float fraction of all
-                steps.
-            min_lr: learning rate at the end of the cosine decay.
             label_smoothing: label smoothing of the training loss (val/loss has none).
             max_new_tokens: most tokens generated per text at validation and test, the end
                 token included.
@@ -81,8 +75,7 @@ class Seq2SeqTask(EncoderTask):
                 or tscratch fit checkpoint (or another source tscratch fit's init_from takes); the
                 CLI then takes the architecture and the tokenizer from it. The decoder is new.
         """
-        super().__init__()  # `config_arguments` saves the hyperparameters, flat
-        check_optimization(lr, weight_decay, betas)
+        super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
         if not 0.0 <= label_smoothing < 1.0:
             raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
         for name, value in (("max_new_tokens", max_new_tokens), ("num_beams", num_beams)):

@@ -3,8 +3,9 @@ checkpoint content that makes a run exact to resume and a checkpoint enough to u
 
 `ClassificationTask` (tscratch fit) and `MaskedLMTask` (tscratch pretrain) subclass `EncoderTask`;
 each adds its model, loss and metrics. A subclass's `__init__` is decorated with `@config_arguments`
-(its config's fields become flat arguments) and must accept `lr`, `weight_decay`, `betas`,
-`warmup_steps` and `min_lr`, which `configure_optimizers` reads from the hyperparameters.
+twice, for its architecture config and for `OptimizerConfig` (their fields become flat
+arguments), and hands the built `OptimizerConfig` to `EncoderTask.__init__`, which
+`configure_optimizers` reads.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import lightning as L
 import torch
 
 from tscratch.config import EncoderConfig
-from tscratch.errors import NonFiniteLoss, UserError
+from tscratch.errors import NonFiniteLoss
 from tscratch.training.checkpointing import CheckpointError
 from tscratch.training.hparams import architecture_keys
-from tscratch.training.optim import parameter_groups, resolve_warmup, warmup_cosine
+from tscratch.training.optim import OptimizerConfig, parameter_groups
 from tscratch.version import __version__, load_hint
 
 
@@ -28,10 +29,14 @@ class EncoderTask(L.LightningModule):
     """A LightningModule around a model whose encoder is built from `config_class()`.
 
     Subclasses set `self.config` and `self.model` (with the encoder at `self.model.encoder`).
+
+    Args:
+        optim: the optimizer and its schedule (the subclass's flat `lr`, `warmup_steps`, ...).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, optim: OptimizerConfig) -> None:
         super().__init__()
+        self.optim = optim
         self.tokenizer_json: str | None = None
         """The tokenizer as JSON, saved in every checkpoint (`Tokenizer.from_str`)."""
         self.max_length: int | None = None
@@ -67,8 +72,9 @@ class EncoderTask(L.LightningModule):
 
     @classmethod
     def config_class(cls) -> type:
-        """The config dataclass whose fields `__init__` takes (from `@config_arguments`)."""
-        return getattr(cls.__init__, "config_class", EncoderConfig)
+        """The architecture config whose fields `__init__` takes (`@config_arguments` for its
+        `config` argument)."""
+        return getattr(cls.__init__, "configs", {}).get("config", EncoderConfig)
 
     def check_finite(self, loss: torch.Tensor) -> None:
         """Stop a diverged run with one line (the checkpoints written so far are kept)."""
@@ -79,15 +85,14 @@ class EncoderTask(L.LightningModule):
             )
 
     def configure_optimizers(self) -> dict[str, Any]:
-        """AdamW over decayed/undecayed groups, linear warmup then cosine, stepped per batch."""
-        hp = self.hparams
-        groups = parameter_groups(self.model, hp.weight_decay, hp.lr, self.lr_scale())
+        """AdamW over decayed/undecayed groups, `optim.schedule` (linear warmup then cosine by
+        default), stepped per batch."""
+        optim = self.optim
+        groups = parameter_groups(self.model, optim.weight_decay, optim.lr, self.lr_scale())
         fused = self.device.type == "cuda"
-        optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), fused=fused)
+        optimizer = torch.optim.AdamW(groups, lr=optim.lr, betas=tuple(optim.betas), fused=fused)
         total = int(self.trainer.estimated_stepping_batches)
-        warmup = resolve_warmup(hp.warmup_steps, total)
-        factor = warmup_cosine(total, warmup, hp.min_lr / hp.lr if hp.lr else 0.0)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, optim.lr_factor(total))
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
@@ -140,16 +145,6 @@ class EncoderTask(L.LightningModule):
         if self._rng_to_restore is not None:
             set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None
-
-
-def check_optimization(lr: float, weight_decay: float, betas: tuple[float, float]) -> None:
-    """Refuse AdamW settings it would reject later with a traceback."""
-    if not lr > 0:
-        raise UserError(f"lr ({lr}) must be positive")
-    if weight_decay < 0:
-        raise UserError(f"weight_decay ({weight_decay}) must be >= 0")
-    if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
-        raise UserError(f"betas ({list(betas)}) must be two numbers in [0, 1)")
 
 
 def rng_states() -> dict[str, Any]:
