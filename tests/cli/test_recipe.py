@@ -171,3 +171,12 @@ def test_a_failed_stage_is_one_line_and_a_stopped_one_says_how_to_continue(tmp_p
     monkeypatch.setattr(fit_recipe.subprocess, "Popen", lambda argv: Child(143))
     with pytest.raises(fit_recipe.StageInterrupted, match=r"stage pretrain stopped \(exit 143\)"):
         fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=True)
+
+
+def test_other_ranks_wait_for_rank_zeros_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(fit_recipe.subprocess, "Popen", None)  # a second rank never trains it
+    folder = stage_folder(tmp_path, "pretrain", ["pretrain"])
+    folder.mkdir(parents=True)
+    (folder / "done.json").write_text(json.dumps({"checkpoint": "best.ckpt", "command": []}))
+    assert fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=False) == "best.ckpt"

@@ -26,6 +26,10 @@ short summary. What it adds to Lightning's defaults, and why:
 - `--model.teacher SOURCE` distils a fine-tuned classifier into the model: its logits of the
   training texts and their augmented copies, computed once and cached (`tscratch.cli.teacher`,
   `tscratch.data.transfer`; docs/distillation.md);
+- `--recipe` (default.yaml: `auto`) runs a stage before the labels, chosen from the data by a
+  printed rule: a masked-LM pretraining stage on the training texts, or a fine-tuned teacher to
+  distil; each stage is checkpointed, reused and continued by `--ckpt_path last`
+  (`tscratch.cli.fit_recipe`);
 - the bag-of-words bar: TF-IDF + logistic regression fitted on the run's own training split is
   reported beside the test score, logged and stored in the checkpoints
   (`tscratch.training.baseline_bar`; `--baseline false` skips it).

@@ -34,10 +34,12 @@ import hashlib
 import importlib.util
 import json
 import logging
+import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,6 +318,11 @@ def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
         if Path(checkpoint).is_file():
             log.info("stage %s: finished before, reusing %s", kind, checkpoint)
             return checkpoint
+    if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks: rank 0 runs the stage
+        log.info("stage %s: waiting for rank 0 to finish it in %s", kind, folder)
+        while not done.is_file():
+            time.sleep(5)
+        return json.loads(done.read_text())["checkpoint"]
     argv = [*command, "--trainer.default_root_dir", str(folder)]
     if resuming:
         argv += ["--ckpt_path", "last"]
