@@ -82,6 +82,16 @@ def test_the_pretraining_stage_spends_its_token_budget_over_whole_documents(medi
     assert flag["--seed_everything"] == "0" and flag["--model.d_model"] == "128"
 
 
+def test_pretrain_tokens_sets_the_stages_budget_and_must_be_positive():
+    config = _config()
+    config.pretrain_tokens = 16_000_000
+    command = fit_recipe.pretrain_command(config, _profile(450, 1778))
+    assert command[command.index("--trainer.max_epochs") + 1] == "20"  # 16M / 800K tokens
+    config.pretrain_tokens = 0
+    with pytest.raises(fit_recipe.UserError, match=r"^--pretrain_tokens \(0\) must be a number"):
+        fit_recipe.pretrain_command(config, _profile(450, 1778))
+
+
 def test_a_stage_folder_follows_its_command():
     root = Path("runs")
     one = stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "0"])

@@ -51,7 +51,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.auto import choose_auto_settings, wanted_options
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
-from tscratch.cli.fit_recipe import RECIPES, StageInterrupted, settle_recipe
+from tscratch.cli.fit_recipe import PRETRAIN_TOKENS, RECIPES, StageInterrupted, settle_recipe
 from tscratch.cli.launch import build_cli, console
 from tscratch.cli.pairs import settle_token_types
 from tscratch.cli.stopping import check_early_stopping, early_stop_note
@@ -175,6 +175,14 @@ class TScratchCLI(LightningCLI):
                 "(masked-LM on the training texts), distil (fine-tune a pretrained teacher, "
                 "then learn its logits), auto (chosen from the data by a printed rule; "
                 "default.yaml's choice). See docs/training.md.",
+            )
+            parser.add_argument(
+                "--pretrain_tokens",
+                type=int,
+                default=PRETRAIN_TOKENS,
+                help="Masked-LM training tokens of the pretrain recipe's stage, within 3-30 "
+                "passes (BBC News: 4M is 4 passes; 16M, 18 passes, scored higher and took 8x "
+                "as long; docs/results.md).",
             )
             parser.add_argument(
                 "--teacher_init",
