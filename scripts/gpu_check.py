@@ -77,8 +77,9 @@ def environment(cuda: bool, out: Path) -> dict:
                  "cuda_runtime": torch.version.cuda,
                  "bf16": torch.cuda.is_bf16_supported()}  # fmt: skip
     else:
-        info |= {"device": "cpu", "bf16": bool(torch.cpu._is_avx512_bf16_supported()
-                                              or torch.cpu._is_amx_tile_supported())}  # fmt: skip
+        from tscratch.cli.teacher import native_bf16
+
+        info |= {"device": "cpu", "bf16": native_bf16()}
     return {"ok": True, **info}
 
 

@@ -260,18 +260,13 @@ def trainer_flags(config: Namespace) -> list[str]:
 
 
 SHARED_DATA = (
-    "dataset",
-    "name",
-    "data_files",
-    "text_column",
-    "label_column",
-    "val_fraction",
-    "test_fraction",
-    "seed",
+    *(name for name in SPLIT_ARGS if name not in ("train_rows", "text_pair_column",
+                                                  "label_delimiter")),
     "cache_dir",
-    "encoding",
-)
-"""The data options that cut the main run's splits; every stage reads the same training split."""
+)  # fmt: skip
+"""The data options that cut the main run's splits (`SPLIT_ARGS`, but for those the stages do
+not serve: `choose` leaves text pairs and multi-label data plain, and pretraining reads the
+whole training split), so every stage reads the same training split."""
 
 
 def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]:
