@@ -351,3 +351,34 @@ def test_predict_check_runs_at_toy_size(run_script, best_ckpt, tmp_path):
 def test_the_rate_line_counts_one_text_in_the_singular(folder, capsys):
     assert main(["--model", folder, "cheap prizes"]) == 0
     assert re.match(r"^1 text in [\d.]+ s \([\d.]+ texts/s\)$", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".csv"])
+def test_an_input_not_in_its_encoding_is_one_line_and_read_in_the_one_given(
+    folder, classifier, capsys, tmp_path, suffix
+):
+    """A GBK file read as UTF-8 with replacement characters would be predicted as garbage; it
+    is refused, naming the encoding it looks like, and read right with --data.encoding."""
+    texts = ["这家酒店很干净，服务也很好", "电脑太慢了，非常失望"]
+    lines = texts if suffix == ".txt" else ["text", *texts]
+    source = tmp_path / f"gbk{suffix}"
+    source.write_bytes("\n".join(lines).encode("gbk"))
+    offset = 0 if suffix == ".txt" else len("text\n")
+    assert main(["--model", folder, "--input", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"error: {source} is not valid utf-8 (byte 0xd5 at offset {offset})"
+        "; read with replacement characters its texts and so their predictions would be "
+        "garbled: it looks like gb18030: pass --data.encoding gb18030"
+    ), err
+    argv = ["--model", folder, "--input", str(source), "--data.encoding", "gb18030"]
+    assert_same(predict(capsys, *argv), classifier.predict(texts))
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_text(folder, classifier, capsys, tmp_path):
+    source = tmp_path / "bom.csv"
+    source.write_bytes(b"\xef\xbb\xbftext\n" + "\n".join(TEXTS[2:]).encode())
+    assert_same(
+        predict(capsys, "--model", folder, "--input", str(source)), classifier.predict(TEXTS[2:])
+    )

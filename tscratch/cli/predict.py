@@ -78,6 +78,11 @@ def build_parser() -> ArgumentParser:
         "a table file (default: the column name the model was trained with)",
     )  # fmt: skip
     add(
+        "--data.encoding", dest="encoding", default="utf-8", metavar="NAME",
+        help="the encoding of the --input file (utf-8, gb18030, cp1252, ...); a file that is "
+        "not valid in it is refused with the encoding it looks like",
+    )  # fmt: skip
+    add(
         "--output", metavar="FILE", help="write the results to a .jsonl (JSON lines) or .csv "
         "file (columns text, label, prob_<label>...) instead of JSON lines on stdout",
     )  # fmt: skip
@@ -169,7 +174,7 @@ def _inputs(
                 f"{flag}: this model reads single texts (it was trained without "
                 "--data.text_pair_column); pass texts as arguments or --input FILE"
             )
-        return read_inputs(args.texts, args.input, args.text_column), None
+        return read_inputs(args.texts, args.input, args.text_column, args.encoding), None
     trained = f"trained with --data.text_pair_column {classifier.text_pair_column}"
     if args.texts:
         raise UserError(
@@ -183,7 +188,7 @@ def _inputs(
         )
     columns = (classifier.text_column, classifier.text_pair_column)
     return read_pair_inputs(
-        args.pairs, args.input, args.text_column, args.text_pair_column, columns
+        args.pairs, args.input, args.text_column, args.text_pair_column, columns, args.encoding
     )
 
 

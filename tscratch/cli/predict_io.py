@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tscratch.data.charset import check_encoding, codec_name
 from tscratch.data.columns import TEXT_COLUMNS, pick_column
 from tscratch.errors import MissingFile, UserError
 
@@ -34,8 +35,11 @@ TABLES = (".csv", ".jsonl", ".json", ".parquet")
 OUTPUTS = (".jsonl", ".csv")
 
 
-def read_inputs(texts: Sequence[str], source: str | None, text_column: str | None) -> list[str]:
-    """The argument `texts` followed by those of `--input source` (a file, or `-` for stdin)."""
+def read_inputs(
+    texts: Sequence[str], source: str | None, text_column: str | None, encoding: str = "utf-8"
+) -> list[str]:
+    """The argument `texts` followed by those of `--input source` (a file in ``encoding``, or
+    `-` for stdin)."""
     found = [t for t in texts if t.strip()]
     if text_column is not None and (source is None or Path(source).suffix not in TABLES):
         raise UserError(
@@ -44,27 +48,36 @@ def read_inputs(texts: Sequence[str], source: str | None, text_column: str | Non
     if source == "-":
         found += [line for line in sys.stdin.read().splitlines() if line.strip()]
     elif source is not None:
-        found += read_file(source, text_column)
+        found += read_file(source, text_column, encoding)
     if not found:
         raise UserError("no input: pass texts as arguments or --input FILE (one text per line)")
     return found
 
 
-def read_file(source: str, text_column: str | None) -> list[str]:
-    """The texts of a `.txt` file or of one column of a table file (see the module doc)."""
+def read_file(source: str, text_column: str | None, encoding: str = "utf-8") -> list[str]:
+    """The texts of a `.txt` file or of one column of a table file (see the module doc), the
+    file in ``encoding``."""
     path = Path(source)
     if not path.is_file():
         raise MissingFile(f"--input {source}: no such file")
     if path.suffix == ".txt":
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = read_text(path, encoding).splitlines()
         return [line for line in lines if line.strip()]
     if path.suffix not in TABLES:
         raise UserError(
             f"--input {source}: unknown file type {path.suffix!r}; use .txt or one of "
             f"{', '.join(TABLES)} (or - for stdin)"
         )
-    (texts,) = _read_text_columns(source, [(text_column, TEXT_COLUMNS, "text")])
+    (texts,) = _read_text_columns(source, [(text_column, TEXT_COLUMNS, "text")], encoding)
     return texts
+
+
+def read_text(path: Path, encoding: str) -> str:
+    """The text of ``path``, refused in one line when it is not valid ``encoding`` (a UTF-8
+    byte-order mark is dropped)."""
+    name = codec_name(encoding)
+    check_encoding(str(path), name, harm="its texts and so their predictions")
+    return path.read_text(encoding="utf-8-sig" if name == "utf-8" else name)
 
 
 def read_pair_inputs(
@@ -73,6 +86,7 @@ def read_pair_inputs(
     text_column: str | None,
     text_pair_column: str | None,
     trained_columns: tuple[str | None, str],
+    encoding: str = "utf-8",
 ) -> tuple[list[str], list[str]]:
     """The pairs of a text-pair model: the `--pair TEXT TEXT_PAIR` arguments, then the rows of
     `--input source`, a table file with a column of texts and a column of their pairs.
@@ -84,6 +98,7 @@ def read_pair_inputs(
             guessed from `TEXT_COLUMNS`).
         text_pair_column: `--data.text_pair_column` (default: the model's pair column).
         trained_columns: the model's (text column or None, text pair column).
+        encoding: the table file's (`--data.encoding`), for all but Parquet.
 
     Returns:
         (texts, pairs), one pair per text.
@@ -104,7 +119,7 @@ def read_pair_inputs(
             (text_column or trained_columns[0], TEXT_COLUMNS, "text"),
             (text_pair_column or trained_columns[1], (), "text_pair"),
         ]
-        more_texts, more_pairs = _read_text_columns(source, picks)
+        more_texts, more_pairs = _read_text_columns(source, picks, encoding)
         texts, pairs = texts + more_texts, pairs + more_pairs
     if not texts:
         raise UserError(
@@ -115,15 +130,16 @@ def read_pair_inputs(
 
 
 def _read_text_columns(
-    source: str, picks: Sequence[tuple[str | None, Sequence[str], str]]
+    source: str, picks: Sequence[tuple[str | None, Sequence[str], str]], encoding: str
 ) -> list[list[str]]:
     """The values of some text columns of the table file `source`, each column named by its
     (given name or None, names to guess from, role) as `pick_column` takes them."""
     path = Path(source)
     if not path.is_file():
         raise MissingFile(f"--input {source}: no such file")
+    text = None if path.suffix == ".parquet" else read_text(path, encoding)  # one line if not
     try:
-        columns = _read_columns(path, picks)
+        columns = _read_columns(path, picks, text)
         return [
             [_text(value, name, row, f"--{role}_column") for row, value in enumerate(values)]
             for (name, values), (_, _, role) in zip(columns, picks, strict=True)
@@ -136,17 +152,17 @@ def _read_text_columns(
 
 
 def _read_columns(
-    path: Path, picks: Sequence[tuple[str | None, Sequence[str], str]]
+    path: Path, picks: Sequence[tuple[str | None, Sequence[str], str]], text: str | None
 ) -> list[tuple[str, list[Any]]]:
-    """The name and the values of each picked column of a table file (see `_read_text_columns`)."""
-    if path.suffix == ".parquet":
+    """The name and the values of each picked column of a table file (see `_read_text_columns`),
+    its ``text`` read already unless it is Parquet."""
+    if text is None:
         import pyarrow.parquet as pq  # installed with datasets
 
         names = pq.read_schema(path).names
         chosen = [pick_column(names, given, guesses, role) for given, guesses, role in picks]
         table = pq.read_table(path, columns=list(dict.fromkeys(chosen)))
         return [(name, table.column(name).to_pylist()) for name in chosen]
-    text = path.read_text(encoding="utf-8", errors="replace")
     if path.suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         columns, rows = list(reader.fieldnames or []), list(reader)
