@@ -35,6 +35,7 @@ from tscratch.training.multilabel import (
     multilabel_metrics,
 )
 from tscratch.training.optim import OptimizerConfig, encoder_lr_scales
+from tscratch.training.static_embeddings import initialize_embeddings
 from tscratch.training.task import EncoderTask
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class ClassificationTask(EncoderTask):
         multi_label: bool = False,
         teacher: str | None = None,
         distill_weight: float = 1.0,
+        embed_init: str | None = None,
     ) -> None:
         """
         Args:
@@ -126,6 +128,11 @@ class ClassificationTask(EncoderTask):
             distill_weight: weight of the MSE between the model's and the teacher's logits
                 (mean over rows and classes) against the label loss, which only the real rows
                 carry (the copies' labels may no longer hold); 0 ignores the teacher.
+            embed_init: start the token embeddings (only their values: the vocabulary and the
+                architecture stay this model's) from what a pretrained encoder makes of each
+                vocabulary entry alone, reduced by PCA ('minilm', a BERT folder, a tscratch
+                checkpoint or export folder; `tscratch.training.static_embeddings`). Not
+                with init_from, which brings every weight.
         """
         super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
         self.config = config
@@ -152,6 +159,11 @@ class ClassificationTask(EncoderTask):
             raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
         if not (math.isfinite(distill_weight) and distill_weight >= 0):
             raise UserError(f"distill_weight ({distill_weight}) must be >= 0")
+        if embed_init is not None and init_from is not None:
+            raise UserError(
+                f"embed_init ({embed_init}) and init_from ({init_from}) both set the embeddings; "
+                f"drop one"
+            )
         self.label_names = list(label_names or [str(i) for i in range(num_classes)])
         self.multi_label: MultiLabelObjective | None = None
         """Multi-label models' loss, thresholds (saved) and per-label F1; None otherwise."""
@@ -341,9 +353,15 @@ class ClassificationTask(EncoderTask):
             )
 
     def setup(self, stage: str) -> None:
-        """Load `init_from`'s encoder weights before training (not when resuming: the
-        checkpoint holds every weight)."""
-        if stage != "fit" or self.hparams.init_from is None or self.trainer.ckpt_path:
+        """Load `init_from`'s encoder weights, or `embed_init`'s token vectors, before training
+        (not when resuming: the checkpoint holds every weight)."""
+        if stage != "fit" or self.trainer.ckpt_path:
+            return
+        if self.hparams.embed_init is not None:
+            tokenizer = self.trainer.datamodule.tokenizer
+            source = resolve_init_source(self.hparams.embed_init)
+            initialize_embeddings(self.model.encoder, source, tokenizer)
+        if self.hparams.init_from is None:
             return
         source = self.pretrained or resolve_init_source(self.hparams.init_from)
         self.pretrained = None  # the weights now live in the model; do not hold a second copy
