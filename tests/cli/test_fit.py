@@ -102,6 +102,21 @@ def test_fit_with_csv_logger_writes_metrics_and_skips_pictures_once(run_main, tm
     assert not list(tmp_path.rglob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow
+def test_fit_prints_the_model_summary_without_flops(run_main, tmp_path):
+    # Lightning 2.6 adds a FLOPs column and total, always 0 here (no example_input_array).
+    proc = run_main(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", tmp_path,
+        "--trainer.enable_model_summary", "true", "--trainer.limit_train_batches", "2",
+        "--trainer.limit_val_batches", "1", "--test", "false", "--baseline", "false", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout + proc.stderr
+    assert re.search(r"\bName\b.*\bType\b.*\bParams\b.*\bMode\b", out)
+    assert "TransformerClassifier" in out and "Total params" in out
+    assert "flops" not in out.lower()
+
+
 def test_print_config_prints_yaml_without_training(run_main, tmp_path):
     proc = run_main("fit.py", "--config", TINY_YAML, "--print_config", cwd=tmp_path)
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from tscratch.cli import fit, sweep, sweep_trial
+from tscratch.cli import fit, sweep, sweep_study, sweep_trial
 from tscratch.cli.sweep_space import SPACES
 
 optuna = pytest.importorskip("optuna")  # the `sweep` extra (in `dev`)
@@ -51,7 +51,7 @@ def in_process(shared_cache: Path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TSCRATCH_CACHE", str(shared_cache))
         mp.setattr(sys, "argv", ["sweep.py"])
-        mp.setattr(sweep, "make_pruner", lambda pruner: PruneTrial(1))
+        mp.setattr(sweep_study, "make_pruner", lambda pruner: PruneTrial(1))
         yield mp
 
 
@@ -134,7 +134,7 @@ def test_running_again_continues_the_study(swept: Path, tmp_path: Path, caplog) 
 def test_interrupted_trial_resumes_from_its_checkpoint(in_process, tmp_path, monkeypatch) -> None:
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers need the main thread")
-    monkeypatch.setattr(sweep, "make_pruner", lambda pruner: optuna.pruners.NopPruner())
+    monkeypatch.setattr(sweep_study, "make_pruner", lambda pruner: optuna.pruners.NopPruner())
     out = tmp_path / "interrupted"
     callback = ["--trainer.callbacks+=tests.cli.test_sweep.InterruptOnce"]
     assert run(out, *callback, n_trials=1) == 130

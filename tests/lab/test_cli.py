@@ -34,18 +34,22 @@ def test_unknown_experiment_is_one_line_listing_the_names(capsys):
     )
 
 
+HELP = "tscratch lab --help lists the options"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], "the following arguments are required: name"),
-        (["norm_depth", "--seeds", "x"], "argument --seeds: invalid int value: 'x'"),
-        (["norm_depth", "--nope"], "unrecognized arguments: --nope"),
+        ([], f"the following arguments are required: name; {HELP}"),
+        (["norm_depth", "--seeds", "x"], f"argument --seeds: invalid int value: 'x'; {HELP}"),
+        (["norm_depth", "--nope"], f"unrecognized arguments: --nope; {HELP}"),
+        (["norm_depth", "--tyo"], "unrecognized arguments: --tyo; did you mean --toy or --out?"),
     ],
 )
 def test_bad_flags_are_one_line(capsys, args, message):
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert err == f"error: {message} (see tscratch lab --help)\n"
+    assert err == f"error: {message}\n"
 
 
 def test_toy_run_writes_its_files_and_prints_the_table(tmp_path, capsys, lab_cache):

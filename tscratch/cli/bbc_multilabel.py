@@ -12,7 +12,6 @@ import argparse
 import sys
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.data.bbc_multilabel import write_topic_mixes
 from tscratch.errors import run_command
 
 
@@ -34,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     """Write the three files and say how many rows each holds."""
+    # Imported here, after the flags parse: `--help` and a bad flag answer without torch.
+    from tscratch.data.bbc_multilabel import write_topic_mixes
+
     files = write_topic_mixes(
         args.out, args.train_rows, args.eval_rows, args.words, args.seed, args.fmt
     )

@@ -11,7 +11,6 @@ import argparse
 import sys
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.data.bbc_pairs import write_same_topic_pairs
 from tscratch.errors import run_command
 
 
@@ -28,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     """Write the three files and say how many pairs each holds."""
+    # Imported here, after the flags parse: `--help` and a bad flag answer without torch.
+    from tscratch.data.bbc_pairs import write_same_topic_pairs
+
     files = write_same_topic_pairs(
         args.out, args.train_pairs, args.eval_pairs, args.words, args.seed
     )

@@ -12,24 +12,30 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError, run_command
-from tscratch.training.checkpointing import CheckpointError, read_checkpoint
-from tscratch.training.seq2seq import Seq2SeqTask
+
+# torch and the model are imported by the functions that use them: `--help` and a bad flag
+# answer without torch.
+if TYPE_CHECKING:
+    from tscratch.training.seq2seq import Seq2SeqTask
 
 
 def open_generator(path: str) -> Seq2SeqTask:
     """The trained task of a tscratch fit-seq2seq checkpoint, in eval mode on the CPU; one line for
     a missing or broken file, or another script's checkpoint."""
+    from tscratch.training.checkpointing import read_checkpoint
+
     return generator_from(read_checkpoint(Path(path)), path)
 
 
 def generator_from(checkpoint: dict, path: str) -> Seq2SeqTask:
     """`open_generator` for a checkpoint already read from `path`."""
+    from tscratch.training.checkpointing import CheckpointError
+    from tscratch.training.seq2seq import Seq2SeqTask
+
     hparams = checkpoint.get("hyper_parameters") or {}
     if "num_decoder_layers" not in hparams or checkpoint.get("tokenizer_json") is None:
         if "num_classes" in hparams:
@@ -66,18 +72,23 @@ def read_texts(texts: list[str], files: list[str], per_line: bool) -> list[str]:
     return out
 
 
-@torch.no_grad()
 def headlines(
     task: Seq2SeqTask, texts: list[str], num_beams: int, batch_size: int = 16
 ) -> list[str]:
     """One generation per text, in order (run longest first, in batches of similar length)."""
+    import torch
+
+    from tscratch.data.encoding import encode_ids, pad_batch
+
     ids = encode_ids(task.tokenizer, texts, task.max_length)
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     out = [""] * len(texts)
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
         input_ids, mask = pad_batch([ids[i] for i in rows], task.hparams.pad_id)
-        for i, text in zip(rows, task.generate_texts(input_ids, mask, num_beams), strict=True):
+        with torch.no_grad():
+            generated = task.generate_texts(input_ids, mask, num_beams)
+        for i, text in zip(rows, generated, strict=True):
             out[i] = text
     return out
 

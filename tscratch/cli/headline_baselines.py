@@ -18,13 +18,15 @@ import argparse
 import re
 import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tscratch.cli.generate import generator_from, headlines
 from tscratch.cli.parsing import ArgumentParser
-from tscratch.data.seq2seq_pairs import Pair, headline_pairs
 from tscratch.errors import UserError, run_command
-from tscratch.training.checkpointing import read_checkpoint
-from tscratch.training.rouge import rouge
+
+# The data, ROUGE and the model are imported by the functions that use them: `--help` and a
+# bad flag answer without torch.
+if TYPE_CHECKING:
+    from tscratch.data.seq2seq_pairs import Pair
 
 # A sentence ends at . ! or ? (a closing quote or bracket may follow) before a space or the end;
 # "1.13bn" and "U.S.-based" do not end one.
@@ -46,6 +48,8 @@ def first_sentence(body: str) -> str:
 
 def baseline_scores(pairs: dict[str, list[Pair]], split: str = "test") -> list[dict]:
     """ROUGE-1/2/L F-measure of both baselines on `split`; N from the training headlines."""
+    from tscratch.training.rouge import rouge
+
     words = statistics.mean(len(p.target.split()) for p in pairs["train"])
     n = max(1, round(words))
     rows, references = pairs[split], [p.target for p in pairs[split]]
@@ -83,6 +87,10 @@ def checkpoint_scores(
     args: argparse.Namespace, pairs: dict[str, list[Pair]], split: str, options: dict
 ) -> list[dict]:
     """ROUGE of each --model's generations on `split`; `options` override its decoding."""
+    from tscratch.cli.generate import generator_from, headlines
+    from tscratch.training.checkpointing import read_checkpoint
+    from tscratch.training.rouge import rouge
+
     rows, references = pairs[split], [p.target for p in pairs[split]]
     results = []
     for path in args.ckpt_path:
@@ -135,6 +143,8 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(
             f"--no_repeat_ngram_size ({args.no_repeat_ngram_size}) must be 0 (off) or positive"
         )
+    from tscratch.data.seq2seq_pairs import headline_pairs
+
     pairs = headline_pairs(
         args.dataset, args.source_column, args.target_column, args.val_fraction,
         args.test_fraction, args.seed, data_files=args.data_files,

@@ -11,28 +11,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 import time
 from pathlib import Path
 
-from tscratch.cli.launch import console
+from tscratch.cli.parsing import RaisingArgumentParser
 from tscratch.errors import UserError, run_command
 from tscratch.lab import EXPERIMENTS
-from tscratch.lab.report import markdown_table, write_result
-
-log = logging.getLogger("tscratch")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, like every other tscratch error
-        raise UserError(f"{message} (see tscratch lab --help)")
 
 
 def parse_args(args: list[str]) -> argparse.Namespace:
-    p = _Parser(
+    p = RaisingArgumentParser(
         prog="tscratch lab",
-        allow_abbrev=False,
         description="Run one lab experiment: a figure and a table testing one of the "
         f"article's claims. Experiments: {', '.join(EXPERIMENTS)}.",
     )
@@ -53,13 +43,17 @@ def parse_args(args: list[str]) -> argparse.Namespace:
 
 def main(args: list[str] | None = None) -> int:
     """Run the experiment, write and print its results. Returns the exit code."""
-    console()
     return run_command(run, sys.argv[1:] if args is None else list(args))
 
 
 def run(args: list[str]) -> None:
     """Parse `args`, run the experiment they name, write its files and print the results."""
     options = parse_args(args)
+    # Imported here, after the flags parse: `--help` and a bad flag answer without torch.
+    from tscratch.cli.launch import console
+    from tscratch.lab.report import markdown_table, write_result
+
+    console()
     experiment = importlib.import_module(EXPERIMENTS[options.name])
     start = time.perf_counter()
     result = experiment.run(toy=options.toy, seeds=options.seeds)

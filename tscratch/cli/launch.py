@@ -4,7 +4,8 @@ before their work starts: console output, packaged config names, and building th
 - Log lines go to stdout as plain messages; two warnings that say nothing to a user are
   silenced (Lightning 2.6's `LeafSpec` notice under torch 2.13, and LightningCLI's note that
   `args` is meant for tests: the command line reaches it as `args` once config names are
-  resolved, not as `sys.argv`).
+  resolved, not as `sys.argv`). The model summary leaves out its FLOPs, always 0 here
+  (`tscratch.training.model_summary`).
 - `--config NAME` names a config shipped in `tscratch/configs/` (so it works from a wheel too);
   without any `--config` the command's own packaged default is the parser's default config.
 - Every command builds its CLI the same way: not run by Lightning (`run=False`, each command
@@ -28,6 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from tscratch.cli import parsing
 from tscratch.cli.parsing import did_you_mean
 from tscratch.configs import CONFIGS, packaged_config
+from tscratch.training.model_summary import drop_flops
 
 
 class OneLineParser(LightningArgumentParser):
@@ -88,7 +90,7 @@ def build_cli(
     `console()` first, before anything logs."""
     args, defaults = with_configs(sys.argv[1:] if args is None else args, default=default)
     prog = {} if parsing.PROG is None else {"prog": parsing.PROG}
-    return cli_class(
+    cli = cli_class(
         task,
         data,
         args=args,
@@ -99,6 +101,8 @@ def build_cli(
         parser_class=OneLineParser,
         parser_kwargs={"default_config_files": defaults, **prog},
     )
+    drop_flops(cli.trainer)
+    return cli
 
 
 def with_configs(args: list[str], default: str = "default") -> tuple[list[str], list[str]]:

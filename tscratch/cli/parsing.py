@@ -5,8 +5,11 @@
   page of usage before it: `error: unrecognized arguments: --modle; did you mean --model?`.
 - `renamed={"--ckpt_path": "--model"}` keeps an old spelling working, with a one-line notice on
   stderr, so the same option is spelled the same way in every command.
+- `RaisingArgumentParser` reports the same line as a `UserError` instead of exiting, for a
+  command that parses inside `run_command` (lab, sweep) and so returns its exit code.
 
-Imports only the standard library: `tscratch COMMAND --help` must not wait for torch.
+Imports only the standard library and `tscratch.errors` (which imports only the standard library):
+`tscratch COMMAND --help` must not wait for torch.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
+
+from tscratch.errors import UserError
 
 PROG: str | None = None
 """The running command's name for usage lines (`tscratch predict`), set by `tscratch.cli.run`;
@@ -64,10 +69,22 @@ class ArgumentParser(argparse.ArgumentParser):
         found = [s for action in self._actions for s in action.option_strings]
         return [*found, *self.renamed]
 
-    def error(self, message: str) -> NoReturn:
+    def mistake(self, message: str) -> str:
+        """The one line (without `error: `) that reports argparse's `message`."""
         hint = did_you_mean(message, self.options())
         tail = hint or f"{self.prog} --help lists the options"
-        self.exit(2, f"error: {' '.join(message.split())}; {tail}\n")
+        return f"{' '.join(message.split())}; {tail}"
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.mistake(message)}\n")
+
+
+class RaisingArgumentParser(ArgumentParser):
+    """`ArgumentParser` whose mistakes raise `UserError` (the same line), so a command that
+    parses inside `run_command` returns exit code 2 from its `main` rather than exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(self.mistake(message))
 
 
 def did_you_mean(message: str, known: Sequence[str]) -> str:
