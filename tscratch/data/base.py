@@ -2,25 +2,74 @@
 
 `TextClassificationData` (tscratch fit) and `PretrainingTextData` (tscratch pretrain) differ in what
 a row is and how it is collated; the tokenizer properties the CLI links into the model, the
-length-bucketed resumable training loader and the longest-first evaluation loader are the same and
-live here.
+length-bucketed resumable training loader, the longest-first evaluation loader and the batching
+options they read (``batch_size``, ``bucket_size``, ``pad_widths``, ``max_tokens``: checked by
+`check_batching`) are the same and live here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
+from tscratch.data.encoding import PAD_WIDTHS, PadWidths, pad_width, padding_fraction, widths_for
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
+from tscratch.errors import UserError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+
+def check_batching(pad_widths: PadWidths, max_tokens: int | None, max_length: int) -> None:
+    """Refuses, in one line, a ``pad_widths`` or ``max_tokens`` no batch can be made with.
+
+    ``max_tokens`` must hold one row of ``max_length`` tokens as padded: below that, the longest
+    rows would each be a batch of one, which no one asks for on purpose.
+    """
+    if pad_widths not in PAD_WIDTHS:
+        names = " or ".join(map(repr, PAD_WIDTHS))
+        raise UserError(f"data.pad_widths {pad_widths!r} must be {names}")
+    if max_tokens is None:
+        return
+    widest = pad_width(max_length, widths_for(pad_widths, max_length))
+    if max_tokens < widest:
+        raise UserError(
+            f"data.max_tokens ({max_tokens}) is less than one row of data.max_length "
+            f"({max_length}, padded to {widest} tokens); raise it to at least {widest}, or leave "
+            "it unset to batch by data.batch_size"
+        )
+
+
+class IndexedRows(torch.utils.data.Dataset):
+    """The rows of a split, each with its row number under ``index``.
+
+    Eval batches carry it so that a callback can show a row as the dataset wrote it
+    (:meth:`TextClassificationData.text`) rather than as decoded token ids.
+    """
+
+    def __init__(self, rows: Dataset) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict:
+        return {**self.rows[index], "index": index}
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        # DataLoader fetches a whole batch through this when it exists: one Arrow read per batch.
+        rows = self.rows.__getitems__(indices)
+        return [{**row, "index": i} for row, i in zip(rows, indices, strict=True)]
 
 
 class TokenizedData(L.LightningDataModule):
-    """A data module whose `_prepare()` returns an object with a `tokenizer` attribute.
+    """A data module whose `_prepare()` returns an object with a `tokenizer` attribute, with a
+    ``max_length`` and the batching options (see the module docstring) among its hparams.
 
     Reading any of these properties prepares the data and the tokenizer (the CLI reads them to
     size the model).
@@ -52,21 +101,40 @@ class TokenizedData(L.LightningDataModule):
         """The tokenizer serialized as JSON (what a checkpoint stores; ``Tokenizer.from_str``)."""
         return self.tokenizer.to_str()
 
-    def bucket_sampler(self, lengths: Sequence[int]) -> LengthBucketBatchSampler:
-        """Training batches of rows with these lengths, sharded over the Trainer's processes
-        when one is attached."""
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The widths batches are padded to (``pad_widths``, up to ``max_length``; see
+        `widths_for`): () pads to the longest row rounded up to a multiple of 8."""
+        return widths_for(self.hparams.pad_widths, self.max_length)
+
+    def bucket_sampler(
+        self, lengths: Sequence[int], num_replicas: int | None = None, rank: int | None = None
+    ) -> LengthBucketBatchSampler:
+        """Training batches of rows with these lengths (``batch_size`` rows, or ``max_tokens``
+        padded tokens), sharded over the Trainer's processes when one is attached."""
         hp = self.hparams
-        world = (
-            (self.trainer.world_size, self.trainer.global_rank) if self.trainer else (None, None)
-        )
+        if num_replicas is None and self.trainer:
+            num_replicas, rank = self.trainer.world_size, self.trainer.global_rank
         return LengthBucketBatchSampler(
             lengths,
             hp.batch_size,
             bucket_size=hp.bucket_size,
             seed=hp.seed,
-            num_replicas=world[0],
-            rank=world[1],
+            num_replicas=num_replicas,
+            rank=rank,
+            max_tokens=hp.max_tokens,
+            widths=self.widths,
         )
+
+    def padding_note(self, sampler: LengthBucketBatchSampler, lengths: Sequence[int]) -> str:
+        """``padding X% of training tokens at batch size B`` (or ``at max_tokens N``): how much
+        of epoch 0 of ``sampler`` is padding, for ``describe()``."""
+        waste = padding_fraction(sampler.epoch_batches(0), lengths, self.widths)
+        hp = self.hparams
+        size = f"batch size {hp.batch_size}"
+        if hp.max_tokens is not None:
+            size = f"max_tokens {hp.max_tokens:,}"
+        return f"padding {waste:.1%} of training tokens at {size}"
 
     def training_loader(
         self, dataset: Any, sampler: LengthBucketBatchSampler, collate_fn: Callable

@@ -2,7 +2,7 @@
 
 Sources and splits live in `tscratch.data.sources`, the tokenizer in `tscratch.data.tokenizer`,
 the length-bucketed resumable loader in `tscratch.data.sampler`. Sequences start with `[CLS]` and
-are cut at `max_length`; batches are padded to their longest row, rounded up to a multiple of 8.
+are cut at `max_length`; batches are padded to their longest row rounded up (`pad_widths`).
 With `text_pair_column`, rows are `[CLS] a [SEP] b [SEP]` with token types (see `PairEncoder`).
 """
 
@@ -13,21 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
 from datasets import Dataset
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from tscratch.data.augment import check_augment
-from tscratch.data.base import TokenizedData
+from tscratch.data.base import IndexedRows, TokenizedData, check_batching
 from tscratch.data.encoding import (
     ENCODING,
     MIN_PAIR_LENGTH,
     PAIR_ENCODING,
     PadCollator,
+    PadWidths,
     PairEncoder,
     encode_ids,
-    padding_fraction,
 )
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LabeledSplits, column
@@ -45,28 +44,6 @@ from tscratch.errors import UserError
 logger = logging.getLogger(__name__)
 
 
-class IndexedRows(torch.utils.data.Dataset):
-    """The rows of a split, each with its row number under ``index``.
-
-    Eval batches carry it so that a callback can show a row as the dataset wrote it
-    (:meth:`TextClassificationData.text`) rather than as decoded token ids.
-    """
-
-    def __init__(self, rows: Dataset) -> None:
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int) -> dict:
-        return {**self.rows[index], "index": index}
-
-    def __getitems__(self, indices: list[int]) -> list[dict]:
-        # DataLoader fetches a whole batch through this when it exists: one Arrow read per batch.
-        rows = self.rows.__getitems__(indices)
-        return [{**row, "index": i} for row, i in zip(rows, indices, strict=True)]
-
-
 @dataclass(frozen=True)
 class _Prepared:
     splits: LabeledSplits
@@ -79,8 +56,8 @@ class TextClassificationData(TokenizedData):
     Data and tokenizer are prepared on first access to ``vocab_size``, ``num_classes``,
     ``pad_id``, ``label_names`` or ``tokenizer`` (the CLI reads them to size the model) and
     reused by ``setup()``. Batches are dicts of ``input_ids`` (B, T) long, ``attention_mask``
-    (B, T) bool (True = real token) and ``labels`` (B,) long, with T the longest row rounded up to
-    a multiple of 8; with ``text_pair_column``, batches also carry ``token_type_ids`` (B, T) long
+    (B, T) bool (True = real token) and ``labels`` (B,) long, with T the longest row rounded up
+    (``pad_widths``); with ``text_pair_column``, batches also carry ``token_type_ids`` (B, T) long
     (0 on ``[CLS] a [SEP]`` and padding, 1 on ``b [SEP]``); validation and test batches also
     carry ``index`` (B,) long, the rows' numbers in their split (``text(split, index)`` gives
     their raw text). The training loader is resumable mid-epoch; under DDP each rank gets a
@@ -113,6 +90,13 @@ class TextClassificationData(TokenizedData):
             ~/.cache/tscratch).
         bucket_size: Batches per length-sorting window of the training order: larger wastes less
             padding, 1 keeps batches fully random.
+        pad_widths: What batches are padded to: "multiple_of_8" (the longest row rounded up) or
+            "fixed" (the next of 16, 24, 32, 48, 64, 96, 128, ... up to max_length: a compiled
+            model meets few shapes; meant for GPUs with --model.compile true).
+        max_tokens: Size training batches by tokens, for large batches on GPUs: as many rows as
+            fit in this many padded tokens (rows x padded width, per process), from batches
+            sorted by length over the whole epoch; batch_size and bucket_size then do not apply
+            to training (batch_size still sets the default eval_batch_size).
         train_rows: Train on only about this many training rows, drawn per class in proportion
             (seeded); validation and test stay whole (for learning curves and quick trials).
         label_delimiter: For multi-label CSV data: the string between a row's labels in the
@@ -147,6 +131,8 @@ class TextClassificationData(TokenizedData):
         num_workers: int = 0,
         cache_dir: str | None = None,
         bucket_size: int = 100,
+        pad_widths: PadWidths = "multiple_of_8",
+        max_tokens: int | None = None,
         train_rows: int | None = None,
         label_delimiter: str | None = None,
         encoding: str = "utf-8",
@@ -177,6 +163,7 @@ class TextClassificationData(TokenizedData):
                 f"data.max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b "
                 f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
             )
+        check_batching(pad_widths, max_tokens, max_length)
         check_augment(augment_copies, augment_mask, augment_swap, augment_ngram)
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
@@ -329,7 +316,7 @@ class TextClassificationData(TokenizedData):
     def train_dataloader(self) -> ResumableDataLoader:
         """Length-bucketed, epoch-seeded, resumable training batches."""
         return self.training_loader(
-            self.split("train"), self.train_sampler(), PadCollator(self.pad_id)
+            self.split("train"), self.train_sampler(), PadCollator(self.pad_id, self.widths)
         )
 
     def _eval_dataloader(self, name: Literal["validation", "test"]) -> DataLoader:
@@ -338,7 +325,7 @@ class TextClassificationData(TokenizedData):
             IndexedRows(ds),  # batches carry row numbers: see text()
             column(ds, "length"),
             self._eval_batch_size,
-            PadCollator(self.pad_id),
+            PadCollator(self.pad_id, self.widths),
         )
 
     def val_dataloader(self) -> DataLoader:
@@ -364,13 +351,12 @@ class TextClassificationData(TokenizedData):
         sizes = ", ".join(f"{s} {len(self._tokenized[s]):,}" for s in self._tokenized)
         lengths = column(self.split("train"), "length")
         truncated = sum(n >= self._max_length for n in lengths) / len(lengths)
-        waste = padding_fraction(self.train_sampler().epoch_batches(0), lengths)
         summary = (
             f"{self.hparams.dataset}: {sizes} rows{self._pairs_note()}; {self.num_classes} "
             f"{'labels (multi-label)' if self.multi_label else 'classes'} "
             f"{self.label_names}; vocabulary {self.vocab_size:,} tokens; max_length "
             f"{self._max_length} ({truncated:.0%} of training rows truncated); "
-            f"padding {waste:.1%} of training tokens at batch size {self.hparams.batch_size}."
+            f"{self.padding_note(self.train_sampler(), lengths)}."
         )
         logger.info(summary)
         return summary

@@ -3,14 +3,17 @@
 Plain tokenizers + torch (no Lightning, no datasets), so an exported classifier can tokenize
 without the training stack. Batches follow the Hugging Face layout: ``input_ids`` (B, T) and
 ``attention_mask`` (B, T) bool, True on real tokens; T is the longest row rounded up to a
-multiple of 8. Text pairs (`PairEncoder`) add ``token_type_ids`` (B, T): 0 on ``[CLS] a [SEP]``,
-1 on ``b [SEP]``, 0 on padding.
+multiple of 8, or to the next of a few fixed widths (`fixed_widths`: the data modules'
+``pad_widths="fixed"``, so that a compiled model meets few shapes). Text pairs (`PairEncoder`)
+add ``token_type_ids`` (B, T): 0 on ``[CLS] a [SEP]``, 1 on ``b [SEP]``, 0 on padding.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 from tokenizers import Tokenizer
@@ -19,16 +22,53 @@ from tscratch.data.tokenizer import char_limit
 from tscratch.errors import UserError
 
 PAD_MULTIPLE = 8
+PadWidths = Literal["multiple_of_8", "fixed"]
+"""The data modules' ``pad_widths`` option: see `widths_for`."""
+PAD_WIDTHS: tuple[str, ...] = get_args(PadWidths)
+SMALLEST_FIXED_WIDTH = 16
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pads ``sequences`` to the longest, rounded up to a multiple of 8.
+def fixed_widths(max_length: int) -> tuple[int, ...]:
+    """The few widths ``pad_widths="fixed"`` pads to: 16, 24, 32, 48, 64, 96, 128, 192, ...
+
+    Powers of two and 1.5x powers of two (each step at most 1.5x, so padding stays under a third
+    of a batch), up to ``max_length`` rounded up to a multiple of 8, which is always the last.
+    """
+    cap = -(-max_length // PAD_MULTIPLE) * PAD_MULTIPLE
+    widths, power = [], SMALLEST_FIXED_WIDTH
+    while power < cap:
+        widths += [w for w in (power, power * 3 // 2) if w < cap]
+        power *= 2
+    return (*widths, cap)
+
+
+def widths_for(pad_widths: PadWidths, max_length: int) -> tuple[int, ...]:
+    """The widths batches of rows of at most ``max_length`` tokens are padded to: () for
+    ``"multiple_of_8"`` (the longest row rounded up, as `pad_batch` does by default), else
+    `fixed_widths`."""
+    return () if pad_widths == "multiple_of_8" else fixed_widths(max_length)
+
+
+def pad_width(longest: int, widths: Sequence[int] = ()) -> int:
+    """The width of a batch whose longest row has ``longest`` tokens: the first of the ascending
+    ``widths`` that holds it; without ``widths``, or beyond the last, ``longest`` rounded up to
+    a multiple of 8."""
+    at = bisect.bisect_left(widths, longest)
+    if at < len(widths):
+        return widths[at]
+    return -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
+
+
+def pad_batch(
+    sequences: Sequence[Sequence[int]], pad_id: int, widths: Sequence[int] = ()
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pads ``sequences`` to the width `pad_width` gives their longest (by default the
+    longest rounded up to a multiple of 8).
 
     Returns:
         ``input_ids`` (B, T) long and ``attention_mask`` (B, T) bool, True on real tokens.
     """
-    longest = max(len(s) for s in sequences)
-    width = -(-longest // PAD_MULTIPLE) * PAD_MULTIPLE
+    width = pad_width(max(len(s) for s in sequences), widths)
     input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     for row, seq in enumerate(sequences):
         input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
@@ -53,12 +93,15 @@ class PadCollator:
     (B, T) long, padded with 0. Rows that carry an ``index`` (see :class:`IndexedRows`) give the
     batch an ``index`` (B,) long. Rows of a distillation split (`tscratch.data.transfer`) give
     ``teacher_logits`` (B, C) float and ``real`` (B,) bool (False on augmented copies).
+    ``widths``: what T may be (`widths_for`); () pads to the longest row's multiple of 8.
     """
 
     pad_id: int
+    widths: tuple[int, ...] = ()
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
+        ids = [r["input_ids"] for r in rows]
+        input_ids, attention_mask = pad_batch(ids, self.pad_id, self.widths)
         labels = torch.as_tensor([r["labels"] for r in rows], dtype=torch.long)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
         if "token_type_ids" in rows[0]:  # text pairs only
@@ -182,11 +225,13 @@ def encode_texts(
     }
 
 
-def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:
-    """Share of padded positions when ``batches`` of rows with ``lengths`` go through collate."""
+def padding_fraction(
+    batches: Sequence[Sequence[int]], lengths: Sequence[int], widths: Sequence[int] = ()
+) -> float:
+    """Share of padded positions when ``batches`` of rows with ``lengths`` go through collate
+    (padded to ``widths``, see `pad_width`)."""
     real = padded = 0
     for batch in batches:
-        longest = max(lengths[i] for i in batch)
-        padded += len(batch) * (-(-longest // PAD_MULTIPLE) * PAD_MULTIPLE)
+        padded += len(batch) * pad_width(max(lengths[i] for i in batch), widths)
         real += sum(lengths[i] for i in batch)
     return 1 - real / padded

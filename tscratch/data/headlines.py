@@ -30,8 +30,8 @@ from typing import Literal
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from tscratch.data.base import TokenizedData
-from tscratch.data.encoding import encode_ids
+from tscratch.data.base import TokenizedData, check_batching
+from tscratch.data.encoding import PadWidths, encode_ids, widths_for
 from tscratch.data.loading import BBC_NEWS
 from tscratch.data.sampler import ResumableDataLoader
 from tscratch.data.seq2seq_pairs import SPLITS, Pair, Seq2SeqCollator, headline_pairs
@@ -82,6 +82,12 @@ class HeadlineData(TokenizedData):
         cache_dir: Where tokenizers and datasets are cached (default: $TSCRATCH_CACHE or
             ~/.cache/tscratch).
         bucket_size: Batches per length-sorting window of the training order.
+        pad_widths: What batches are padded to: "multiple_of_8" (the longest row rounded up) or
+            "fixed" (the next of 16, 24, 32, 48, 64, 96, 128, ... up to max_length, or
+            target_max_length for targets: few shapes for a compiled model; meant for GPUs).
+        max_tokens: Size training batches by source tokens: as many rows as fit in this many
+            padded source tokens (rows x padded width, per process), as in tscratch fit;
+            batch_size and bucket_size then do not apply to training.
     """
 
     def __init__(
@@ -104,6 +110,8 @@ class HeadlineData(TokenizedData):
         num_workers: int = 0,
         cache_dir: str | None = None,
         bucket_size: int = 100,
+        pad_widths: PadWidths = "multiple_of_8",
+        max_tokens: int | None = None,
     ) -> None:
         super().__init__()
         for arg, value, least in (
@@ -115,6 +123,7 @@ class HeadlineData(TokenizedData):
         ):
             if value < least:
                 raise UserError(f"data.{arg} ({value}) must be at least {least}")
+        check_batching(pad_widths, max_tokens, max_length)
         self.save_hyperparameters(ignore=["vocab_size"])  # the model's is the real size
         self._target_vocab_size = vocab_size
         self._cache_dir = cache_dir or default_cache_dir()
@@ -207,7 +216,8 @@ class HeadlineData(TokenizedData):
         return self._rows[split]
 
     def collator(self) -> Seq2SeqCollator:
-        return Seq2SeqCollator(self.pad_id, self.bos_id, self.eos_id)
+        targets = widths_for(self.hparams.pad_widths, self.target_max_length)
+        return Seq2SeqCollator(self.pad_id, self.bos_id, self.eos_id, self.widths, targets)
 
     def train_dataloader(self) -> ResumableDataLoader:
         """Length-bucketed (by source length), epoch-seeded, resumable training batches."""

@@ -171,14 +171,17 @@ class MaskedLMCollator:
         masker: the corruption.
         seed: None draws from the global RNG (training); an int makes each batch's masks a fixed
             function of the seed and its rows' `index`, the same on every epoch (evaluation).
+        widths: what T may be (`widths_for`); () pads to the longest row's multiple of 8.
     """
 
     pad_id: int
     masker: TokenMasker
     seed: int | None = None
+    widths: tuple[int, ...] = ()
 
     def __call__(self, rows: list[dict]) -> dict[str, Tensor]:
-        input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
+        ids = [r["input_ids"] for r in rows]
+        input_ids, attention_mask = pad_batch(ids, self.pad_id, self.widths)
         generator = None
         if self.seed is not None:
             # hash() of ints is not salted per process: the same key in workers and reruns.

@@ -136,18 +136,29 @@ class Seq2SeqCollator:
     """Pads source rows and builds the shifted decoder input and the labels (module docstring).
 
     Rows are `{"input_ids", "target_ids", "index"}` (target ids without start or end), plus
-    `"reference"` for evaluation rows.
+    `"reference"` for evaluation rows. `source_widths` and `target_widths` are what S and T may be
+    (`widths_for`); () pads to the longest row's multiple of 8.
     """
 
-    def __init__(self, pad_id: int, start_id: int, end_id: int) -> None:
+    def __init__(
+        self,
+        pad_id: int,
+        start_id: int,
+        end_id: int,
+        source_widths: tuple[int, ...] = (),
+        target_widths: tuple[int, ...] = (),
+    ) -> None:
         self.pad_id, self.start_id, self.end_id = pad_id, start_id, end_id
+        self.source_widths, self.target_widths = source_widths, target_widths
 
     def __call__(self, rows: list[dict]) -> dict:
-        input_ids, attention_mask = pad_batch([r["input_ids"] for r in rows], self.pad_id)
+        sources = [r["input_ids"] for r in rows]
+        input_ids, attention_mask = pad_batch(sources, self.pad_id, self.source_widths)
         decoder_input_ids, decoder_mask = pad_batch(
-            [[self.start_id, *r["target_ids"]] for r in rows], self.pad_id
+            [[self.start_id, *r["target_ids"]] for r in rows], self.pad_id, self.target_widths
         )
-        labels, _ = pad_batch([[*r["target_ids"], self.end_id] for r in rows], IGNORE_INDEX)
+        ends = [[*r["target_ids"], self.end_id] for r in rows]
+        labels, _ = pad_batch(ends, IGNORE_INDEX, self.target_widths)
         batch = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,

@@ -23,11 +23,11 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from tscratch.data.base import TokenizedData
-from tscratch.data.encoding import padding_fraction
+from tscratch.data.base import TokenizedData, check_batching
+from tscratch.data.encoding import PadWidths
 from tscratch.data.loading import LOCAL_FORMATS, load_source
 from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
-from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
+from tscratch.data.sampler import ResumableDataLoader
 from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import cached_tokenizer, default_cache_dir, load_tokenizer
 from tscratch.errors import MissingFile, UserError
@@ -151,6 +151,12 @@ class PretrainingTextData(TokenizedData):
         cache_dir: Where tokenizers and datasets are cached (default: $TSCRATCH_CACHE or
             ~/.cache/tscratch).
         bucket_size: Batches per length-sorting window of the training order.
+        pad_widths: What batches are padded to: "multiple_of_8" (the longest row rounded up) or
+            "fixed" (the next of 16, 24, 32, 48, 64, 96, 128, ... up to max_length: few shapes
+            for a compiled model; meant for GPUs).
+        max_tokens: Size training batches by tokens: as many rows as fit in this many padded
+            tokens (rows x padded width, per process), as in tscratch fit; batch_size and
+            bucket_size then do not apply to training.
     """
 
     def __init__(
@@ -177,6 +183,8 @@ class PretrainingTextData(TokenizedData):
         cache_dir: str | None = None,
         bucket_size: int = 100,
         encoding: str = "utf-8",
+        pad_widths: PadWidths = "multiple_of_8",
+        max_tokens: int | None = None,
     ) -> None:
         super().__init__()
         if not 0.0 < heldout_fraction < 1.0:
@@ -186,6 +194,7 @@ class PretrainingTextData(TokenizedData):
                 raise UserError(f"{arg} ({value}) must be at least 2")
         if batch_size < 1:
             raise UserError(f"batch_size ({batch_size}) must be at least 1")
+        check_batching(pad_widths, max_tokens, max_length)
         # As in TextClassificationData: the model's vocab_size is the real one, often smaller.
         self.save_hyperparameters(ignore=["vocab_size"])
         self._target_vocab_size = vocab_size
@@ -265,7 +274,7 @@ class PretrainingTextData(TokenizedData):
         rows = self.rows("train")
         sampler = self.bucket_sampler([len(r) for r in rows])
         return self.training_loader(
-            TokenRows(rows), sampler, MaskedLMCollator(self.pad_id, self.masker)
+            TokenRows(rows), sampler, MaskedLMCollator(self.pad_id, self.masker, widths=self.widths)
         )
 
     def val_dataloader(self) -> DataLoader:
@@ -275,7 +284,7 @@ class PretrainingTextData(TokenizedData):
             TokenRows(rows),
             [len(r) for r in rows],
             self._eval_batch_size,
-            MaskedLMCollator(self.pad_id, self.masker, seed=self.hparams.seed),
+            MaskedLMCollator(self.pad_id, self.masker, self.hparams.seed, self.widths),
         )
 
     def state_dict(self) -> dict:
@@ -287,17 +296,13 @@ class PretrainingTextData(TokenizedData):
         prepared = self._prepare()
         train, held = self.rows("train"), self.rows("validation")
         lengths = [len(r) for r in train]
-        sampler = LengthBucketBatchSampler(
-            lengths, self.hparams.batch_size, self.hparams.bucket_size, self.hparams.seed, 1, 0
-        )
-        waste = padding_fraction(sampler.epoch_batches(0), lengths)
+        note = self.padding_note(self.bucket_sampler(lengths, num_replicas=1, rank=0), lengths)
         summary = (
             f"pretraining on {self.hparams.dataset}: {len(prepared.documents['train']):,} "
             f"documents ({len(train):,} rows, {sum(lengths):,} tokens), held out "
             f"{len(prepared.documents['validation']):,} documents ({len(held):,} rows); "
             f"vocabulary {self.vocab_size:,} tokens with {MASK_TOKEN}; rows of at most "
-            f"{self.hparams.max_length} tokens; padding {waste:.1%} of training tokens at batch "
-            f"size {self.hparams.batch_size}."
+            f"{self.hparams.max_length} tokens; {note}."
         )
         logger.info(summary)
         return summary
