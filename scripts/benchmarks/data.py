@@ -29,7 +29,7 @@ def run_data(args: argparse.Namespace, device: str) -> dict:
     Written against `tscratch.data.TextClassificationData` (dicts of `input_ids`,
     `attention_mask`, `labels`; dynamic padding to a multiple of 8 with length bucketing).
     """
-    from tscratch.data.datamodule import TextClassificationData  # imported lazily: optional mode
+    from tscratch.data.classification import TextClassificationData  # lazily: an optional mode
 
     data = TextClassificationData(dataset="bbc_news", max_length=args.max_length,
                                   batch_size=args.batch_size or 32)  # fmt: skip

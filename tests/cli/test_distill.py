@@ -16,10 +16,10 @@ import torch
 from jsonargparse import Namespace
 
 from tests.helpers import TINY_YAML, fit_in_process
-from tscratch.cli import teacher as teacher_module
+from tscratch.cli import fit_teacher as teacher_module
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.teacher import TeacherModel, label_order, settle_teacher_options, teacher_key
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.cli.fit_teacher import TeacherModel, label_order, settle_teacher_options, teacher_key
+from tscratch.data.classification import TextClassificationData
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, export
 from tscratch.training import recipe

@@ -31,7 +31,7 @@ from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ra
 from tscratch.cli.fit import resolve_ckpt_path
 from tscratch.config import EncoderConfig
 from tscratch.data import sources
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.loading import load_source
 from tscratch.errors import UserError, one_line
 from tscratch.nn.positions import POSITIONS, position_length_limit

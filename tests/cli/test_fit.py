@@ -20,11 +20,11 @@ from jsonargparse import Namespace
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.helpers import REPO, TINY_YAML
-from tscratch.cli.auto import wanted_options
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit import main, resolve_ckpt_path
+from tscratch.cli.fit_auto import wanted_options
 from tscratch.cli.launch import CONFIGS, with_configs
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
 from tscratch.training.classification import ClassificationTask
 

@@ -21,7 +21,7 @@ from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.evaluate import main as evaluate_main
 from tscratch.cli.predict import main as predict
 from tscratch.data.bbc_multilabel import write_topic_mixes
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.export import FORMAT_VERSION, export, load
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask

@@ -27,7 +27,7 @@ from tests.test_export_pairs import pair_checkpoint  # noqa: F401 - a fixture
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.evaluate import evaluate
 from tscratch.cli.fit import main as fit
-from tscratch.cli.pairs import settle_token_types
+from tscratch.cli.fit_pairs import settle_token_types
 from tscratch.cli.predict import main as predict
 from tscratch.data.bbc_pairs import write_same_topic_pairs
 from tscratch.data.encoding import encode_texts

@@ -11,7 +11,7 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.data.test_text import write_corpus
+from tests.data.test_pretraining import write_corpus
 from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.cli.pretrain import main
 from tscratch.config import EncoderConfig

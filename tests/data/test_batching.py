@@ -17,7 +17,7 @@ from datasets import Dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.encoding import (
     PadCollator,
     fixed_widths,
@@ -27,9 +27,9 @@ from tscratch.data.encoding import (
     widths_for,
 )
 from tscratch.data.headlines import HeadlineData
+from tscratch.data.pretraining import PretrainingTextData
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.seq2seq_pairs import Seq2SeqCollator
-from tscratch.data.text import PretrainingTextData
 from tscratch.errors import UserError
 
 LENGTHS = [(i * 37) % 101 + 1 for i in range(1000)]  # 1..101, as in test_sampler.py

@@ -14,7 +14,7 @@ from datasets import Dataset, DatasetDict
 from tscratch.cli.bbc_multilabel import main as build
 from tscratch.data.bbc_multilabel import write_topic_mixes
 from tscratch.data.bbc_pairs import opening
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.loading import load_bbc_news
 from tscratch.data.multilabel import multi_label_rows
 from tscratch.data.sources import column, prepare_splits

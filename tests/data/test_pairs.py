@@ -15,7 +15,7 @@ from datasets import Dataset, DatasetDict
 
 from tscratch.cli.bbc_pairs import main as bbc_pairs_main
 from tscratch.data.bbc_pairs import opening, write_same_topic_pairs
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.encoding import (
     ENCODING,
     PAIR_ENCODING,

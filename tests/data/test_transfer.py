@@ -12,7 +12,7 @@ import pytest
 import torch
 from datasets import Dataset
 
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.sources import column
 from tscratch.data.transfer import DEFAULT_COPIES, Augmentation, logits_key, teacher_logits
 from tscratch.errors import UserError

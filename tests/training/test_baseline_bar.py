@@ -23,7 +23,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.baseline import tfidf_scores
 from tscratch.cli import fit
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.export import export
 from tscratch.training.baseline_bar import CHECKPOINT_KEY, METHOD, BaselineBar

@@ -107,7 +107,7 @@ def test_a_failed_save_keeps_the_old_checkpoint_whole(tmp_path, monkeypatch):
 
 def test_the_cli_trainer_uses_safe_checkpoint_io(tmp_path, data_cache):
     from tscratch.cli.fit import TScratchCLI, trainer_defaults
-    from tscratch.data.datamodule import TextClassificationData
+    from tscratch.data.classification import TextClassificationData
     from tscratch.training.classification import ClassificationTask
 
     # A data file of 40 rows: instantiating the CLI prepares data and a tokenizer (fast).

@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from tests.data.test_text import write_corpus
+from tests.data.test_pretraining import write_corpus
 from tscratch.cli.pretrain import pretrain_trainer_defaults
 from tscratch.config import EncoderConfig
 from tscratch.data.masking import IGNORE_INDEX
-from tscratch.data.text import PretrainingTextData
+from tscratch.data.pretraining import PretrainingTextData
 from tscratch.masked_lm import masked_lm_flops
 from tscratch.model import TransformerEncoder, forward_flops
 from tscratch.training.checkpointing import LatestCheckpoint

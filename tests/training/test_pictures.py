@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tscratch.config import EncoderConfig
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.model import TransformerClassifier
 from tscratch.training import fonts, pictures
 from tscratch.training.pictures import (

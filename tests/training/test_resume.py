@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from tests.helpers import TINY_YAML
 from tscratch.cli.fit import trainer_defaults
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.training.checkpointing import LatestCheckpoint
 from tscratch.training.classification import ClassificationTask
 

@@ -63,7 +63,7 @@ def evaluate(
     # Imported here: `--help`, a bad flag and an exported folder need none of Lightning.
     import lightning as L
 
-    from tscratch.data.datamodule import TextClassificationData
+    from tscratch.data.classification import TextClassificationData
     from tscratch.training.checkpointing import read_checkpoint
     from tscratch.training.classification import ClassificationTask
     from tscratch.training.report import KeepTestLogits, classification_report

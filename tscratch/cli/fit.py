@@ -22,9 +22,9 @@ short summary. What it adds to Lightning's defaults, and why:
   to resume (`tscratch.training.callbacks`);
 - an `EarlyStopping` callback (`--trainer.callbacks+=EarlyStopping`) is checked before the run
   and, when it ends the run, the stop is stated against the scheduled length
-  (`tscratch.cli.stopping`);
+  (`tscratch.cli.fit_stopping`);
 - `--model.teacher SOURCE` distils a fine-tuned classifier into the model: its logits of the
-  training texts and their augmented copies, computed once and cached (`tscratch.cli.teacher`,
+  training texts and their augmented copies, computed once and cached (`tscratch.cli.fit_teacher`,
   `tscratch.data.transfer`; docs/distillation.md);
 - `--recipe` (default.yaml: `auto`) runs a stage before the labels, chosen from the data by a
   printed rule: a masked-LM pretraining stage on the training texts, or a fine-tuned teacher to
@@ -49,14 +49,14 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from tscratch.cli.auto import choose_auto_settings, wanted_options
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
+from tscratch.cli.fit_auto import choose_auto_settings, wanted_options
+from tscratch.cli.fit_pairs import settle_token_types
 from tscratch.cli.fit_recipe import PRETRAIN_TOKENS, RECIPES, StageInterrupted, settle_recipe
+from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
+from tscratch.cli.fit_teacher import TeacherModel, settle_teacher_options
 from tscratch.cli.launch import build_cli, console
-from tscratch.cli.pairs import settle_token_types
-from tscratch.cli.stopping import check_early_stopping, early_stop_note
-from tscratch.cli.teacher import TeacherModel, settle_teacher_options
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import MissingFile, UserError, report
 from tscratch.pretrained import Pretrained

@@ -20,7 +20,7 @@ from typing import Any
 from tscratch.cli.checks import check_max_length
 from tscratch.cli.fit import TScratchCLI, trainer_defaults
 from tscratch.cli.launch import build_cli, console
-from tscratch.data.text import PretrainingTextData
+from tscratch.data.pretraining import PretrainingTextData
 from tscratch.errors import run_command
 from tscratch.training.masked_lm import MaskedLMTask, MaskedPredictions
 from tscratch.training.pictures import ValidationPictures

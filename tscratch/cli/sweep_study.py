@@ -28,7 +28,7 @@ from tscratch.cli.sweep_trial import (
     show,
 )
 from tscratch.configs import packaged_config, packaged_configs
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.errors import MissingFile, UserError, one_line
 from tscratch.training.callbacks import TrainingInterrupted
 from tscratch.training.classification import ClassificationTask

@@ -12,7 +12,7 @@ __all__ = ["TextClassificationData", "encode_texts", "pad_batch"]
 
 def __getattr__(name: str):
     if name == "TextClassificationData":
-        from tscratch.data.datamodule import TextClassificationData
+        from tscratch.data.classification import TextClassificationData
 
         return TextClassificationData
     raise AttributeError(f"module 'tscratch.data' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 (`tscratch.data.augment`), every row carrying the teacher's logits (Tang et al. 2019).
 
 The teacher is anything with the `Teacher` shape (tscratch fit builds one from `--model.teacher`:
-`tscratch.cli.teacher`); this module never imports a model. Its logits are computed once, for
+`tscratch.cli.fit_teacher`); this module never imports a model. Its logits are computed once, for
 the training texts and their copies, and cached under ``cache_dir/teacher_logits/`` by a key of
 the teacher's own (its file's hash), the data's label names, the augmentation settings and the
 training texts: a second run, or a resumed one, reads them back and never runs the teacher.

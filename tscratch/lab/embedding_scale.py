@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from tqdm import tqdm
 
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.lab.report import LabResult
 from tscratch.lab.training import accuracy, bbc_data, fit, packaged_config, smooth
 from tscratch.training.classification import ClassificationTask

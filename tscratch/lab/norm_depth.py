@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from tqdm import tqdm
 
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.lab.report import LabResult
 from tscratch.lab.training import bbc_data, fit, packaged_config, prior_entropy, smooth
 from tscratch.training.classification import ClassificationTask

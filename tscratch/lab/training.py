@@ -23,7 +23,7 @@ import torch
 import yaml
 
 from tscratch.configs import CONFIGS
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.sources import column
 from tscratch.errors import NonFiniteLoss
 from tscratch.training.classification import ClassificationTask

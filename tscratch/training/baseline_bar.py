@@ -18,7 +18,7 @@ from typing import Any
 import lightning as L
 
 from tscratch.baseline import cached_tfidf_scores, require_baseline_extra
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
 
 METHOD = "TF-IDF + logistic regression"

@@ -13,7 +13,7 @@ import torch
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
 from tscratch.data import loading, sources
-from tscratch.data.datamodule import TextClassificationData
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.encoding import PadCollator, encode_ids, encode_texts, padding_fraction
 from tscratch.data.loading import load_bbc_news
 from tscratch.data.sources import column, grouped_stratified_split, prepare_splits

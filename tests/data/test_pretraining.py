@@ -7,14 +7,14 @@ import torch
 
 from tscratch.data.loading import load_source
 from tscratch.data.masking import IGNORE_INDEX
-from tscratch.data.sources import column, prepare_splits
-from tscratch.data.text import (
+from tscratch.data.pretraining import (
     PretrainingTextData,
     chunk_ids,
     heldout_split,
     is_text_source,
     read_text_files,
 )
+from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import train_tokenizer
 from tscratch.errors import MissingFile, UserError
 

@@ -24,8 +24,8 @@ import torch
 from jsonargparse import Namespace
 from torch import Tensor
 
-from tscratch.cli.auto import training_profile
 from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.fit_auto import training_profile
 from tscratch.cli.predict_logits import document_logits
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.transfer import DEFAULT_COPIES, mask_token_of
