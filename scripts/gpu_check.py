@@ -77,7 +77,7 @@ def environment(cuda: bool, out: Path) -> dict:
                  "cuda_runtime": torch.version.cuda,
                  "bf16": torch.cuda.is_bf16_supported()}  # fmt: skip
     else:
-        from tscratch.cli.fit_teacher import native_bf16
+        from tscratch.training.precision import native_bf16
 
         info |= {"device": "cpu", "bf16": native_bf16()}
     return {"ok": True, **info}

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
-import torch
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -73,20 +72,11 @@ from tscratch.training.checkpointing import (
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.init_from import adopt_architecture, resolve_init_source
 from tscratch.training.pictures import ValidationPictures
+from tscratch.training.precision import default_precision
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
 RUNS = "lightning_logs"
-
-
-def default_precision() -> str:
-    """16-mixed on CUDA, bf16-mixed on CPUs with native bf16 matmul (AVX-512 BF16 or AMX)."""
-    if torch.cuda.is_available():
-        return "16-mixed"
-    cpu = torch.cpu
-    if cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported():
-        return "bf16-mixed"
-    return "32-true"
 
 
 class TScratchCLI(LightningCLI):

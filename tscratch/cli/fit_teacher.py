@@ -32,17 +32,11 @@ from tscratch.data.transfer import DEFAULT_COPIES, mask_token_of
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, TOKENIZER, WEIGHTS
 from tscratch.training import recipe
+from tscratch.training.precision import native_bf16
 
 log = logging.getLogger("tscratch")
 FOLDER_FILES = (WEIGHTS, CONFIG, TOKENIZER)
 """What a teacher folder's key hashes: the files `open_classifier` reads from it."""
-
-
-def native_bf16() -> bool:
-    """Whether this CPU runs bf16 matmuls natively (AVX-512 BF16 or AMX), as fit's precision
-    policy decides (`tscratch.cli.fit.default_precision`)."""
-    cpu = torch.cpu
-    return cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported()
 
 
 def autocast_dtype(device: str) -> torch.dtype | None:
