@@ -382,3 +382,21 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_text(folder, classifier
     assert_same(
         predict(capsys, "--model", folder, "--input", str(source)), classifier.predict(TEXTS[2:])
     )
+
+
+def test_stdin_is_read_in_its_encoding_or_refused_in_one_line(
+    folder, classifier, capsys, monkeypatch
+):
+    texts = ["这家酒店很干净", "电脑太慢了"]
+    raw = "\n".join(texts).encode("gbk")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(raw)))
+    assert main(["--model", folder, "--input", "-"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --input -: standard input is not valid utf-8 (byte 0xd5 at offset 0); pass the "
+        "encoding it is in as --data.encoding NAME\n"
+    )
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(raw)))
+    argv = ["--model", folder, "--input", "-", "--data.encoding", "gb18030"]
+    assert_same(predict(capsys, *argv), classifier.predict(texts))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfok")))
+    assert [r["text"] for r in predict(capsys, "--model", folder, "--input", "-")] == ["ok"]

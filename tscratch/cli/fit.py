@@ -88,6 +88,8 @@ class TScratchCLI(LightningCLI):
     """The recipe this run follows (`tscratch.cli.fit_recipe`), `auto` resolved."""
     pretrained: Pretrained | None = None
     """The encoder `--model.init_from` names, read once while adopting its architecture."""
+    embed_source: Pretrained | None = None
+    """The encoder `--model.embed_init` names, read before any folder is written."""
     data_links: tuple[str, ...] = (
         "vocab_size",
         "num_classes",
@@ -217,6 +219,14 @@ class TScratchCLI(LightningCLI):
                     class_path=f"{SafeCheckpointIO.__module__}.{SafeCheckpointIO.__qualname__}"
                 )
             ]
+        embed_init = config.model.get("embed_init")
+        if embed_init is not None and config.model.get("init_from") is not None:
+            raise UserError(
+                f"--model.embed_init {embed_init} and --model.init_from "
+                f"{config.model.init_from} both set the embeddings; drop one"
+            )
+        if embed_init is not None and self.resume_state is None:  # one line if it cannot be read
+            self.embed_source = resolve_init_source(embed_init, "--model.embed_init")
         if config.get("recipe") not in (None, "plain"):  # stages: set init_from or teacher
             decision = settle_recipe(config, resuming=resuming or self.resume_state is not None)
             self.recipe = decision.recipe if decision is not None else "plain"
@@ -307,6 +317,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         # Before fit: a bad combination fails here, before the run folder or any file is written.
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None
+        model.embed_source, cli.embed_source = cli.embed_source, None
         if model.hparams.get("teacher") is not None:  # logits computed (or read) before training
             cli.datamodule.distill_from(TeacherModel(model.hparams.teacher))
         cli.check_resume()

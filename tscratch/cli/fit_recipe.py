@@ -14,8 +14,8 @@ command, each in its own folder and checkpointed, before the model trains on the
   the training texts and augmented copies of them (`--model.teacher`; docs/distillation.md).
 - `auto` (default.yaml's choice): `distil` for short English texts when the teacher is installed,
   `pretrain` otherwise; `plain` when the command already names a start (`--model.init_from`,
-  `--model.teacher`) or the task is one the stages do not serve (text pairs, multi-label). The
-  rule and its reasons are printed (`choose`).
+  `--model.teacher`, `--model.embed_init`) or the task is one the stages do not serve (text
+  pairs, multi-label). The rule and its reasons are printed (`choose`).
 
 Why by length: a 10-word question gives masked-LM pretraining little to learn from per text, and
 the distilled student gets the teacher's knowledge of English; a 500-token article gives it
@@ -189,7 +189,11 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
     texts = column(splits.train, "text")
     profile = rules.DataProfile.of(texts, len(splits.label_names))
     start = next(
-        (f"--model.{name} {model[name]}" for name in ("init_from", "teacher") if model.get(name)),
+        (
+            f"--model.{name} {model[name]}"
+            for name in ("init_from", "teacher", "embed_init")
+            if model.get(name)
+        ),
         None,
     )
     task_note = None

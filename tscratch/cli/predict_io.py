@@ -1,10 +1,10 @@
 """The files of `tscratch predict`: texts in, results out.
 
-Inputs (`--input`): `.txt` holds one text per line (blank lines skipped), as does `-` (stdin);
-`.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in `--data.text_column` or in
-a column guessed the way training guesses it (`TEXT_COLUMNS`). Table rows are all kept, an
-empty cell as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span
-lines. For a model of text pairs, a table holds one pair per row: the text in
+Inputs (`--input`, in `--data.encoding`): `.txt` holds one text per line (blank lines skipped),
+as does `-` (stdin); `.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in
+`--data.text_column` or in a column guessed the way training guesses it (`TEXT_COLUMNS`). Table
+rows are all kept, an empty cell as "", so result i belongs to row i; a quoted CSV cell or a
+JSON string may span lines. For a model of text pairs, a table holds one pair per row: the text in
 `--data.text_column` (or guessed) and its pair in `--data.text_pair_column` (by default the
 column the model was trained with); see `read_pair_inputs`.
 
@@ -46,7 +46,7 @@ def read_inputs(
             f"--data.text_column {text_column} needs --input FILE with one of {', '.join(TABLES)}"
         )
     if source == "-":
-        found += [line for line in sys.stdin.read().splitlines() if line.strip()]
+        found += [line for line in read_stdin(encoding).splitlines() if line.strip()]
     elif source is not None:
         found += read_file(source, text_column, encoding)
     if not found:
@@ -70,6 +70,22 @@ def read_file(source: str, text_column: str | None, encoding: str = "utf-8") -> 
         )
     (texts,) = _read_text_columns(source, [(text_column, TEXT_COLUMNS, "text")], encoding)
     return texts
+
+
+def read_stdin(encoding: str) -> str:
+    """Standard input decoded as ``encoding`` (a UTF-8 byte-order mark dropped), one line when
+    it is not valid in it; a stream that is text already (no ``buffer``) is read as it is."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        return sys.stdin.read()
+    raw, name = stream.read(), codec_name(encoding)
+    try:
+        return raw.decode("utf-8-sig" if name == "utf-8" else name)
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"--input -: standard input is not valid {name} (byte 0x{raw[error.start]:02x} at "
+            f"offset {error.start}); pass the encoding it is in as --data.encoding NAME"
+        ) from None
 
 
 def read_text(path: Path, encoding: str) -> str:

@@ -5,7 +5,7 @@ names the first bad byte, the encoding the file looks like (`likely_encoding`: G
 Chinese text, UTF-16 by its byte-order mark, else charset-normalizer's guess) and the flag that
 reads it: read with replacement characters, two labels could become one and a prediction could
 be of garbled text. Training data (`tscratch.data.loading`) and `tscratch predict --input` use
-it alike; it imports nothing heavy.
+it alike; it imports neither `datasets` nor Lightning.
 """
 
 from __future__ import annotations

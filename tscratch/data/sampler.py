@@ -154,7 +154,7 @@ def token_budget(widths: torch.Tensor, counts: torch.Tensor, max_tokens: int) ->
     ``widths[i]``, widths ascending (as `torch.unique` gives them)."""
     sizes, rows = [], 0  # rows: in the open batch, all no wider than the current width
     for width, left in zip(widths.tolist(), counts.tolist(), strict=True):
-        fit = max(1, max_tokens // width)  # rows of a batch this wide
+        fit = max(1, max_tokens // max(1, width))  # rows of a batch this wide (an empty row: 1)
         while left:
             if rows >= fit:
                 sizes.append(rows)

@@ -197,6 +197,8 @@ class ClassificationTask(EncoderTask):
         self.val_recall = MulticlassRecall(num_classes, average=None)
         self.pretrained: Pretrained | None = None
         """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
+        self.embed_source: Pretrained | None = None
+        """`embed_init`'s encoder when the CLI has already read it (else `setup` reads it)."""
         self.scheduled_steps: int | None = None
         """Optimizer steps the learning-rate schedule was sized for (set when training starts)."""
 
@@ -359,7 +361,10 @@ class ClassificationTask(EncoderTask):
             return
         if self.hparams.embed_init is not None:
             tokenizer = self.trainer.datamodule.tokenizer
-            source = resolve_init_source(self.hparams.embed_init)
+            source = self.embed_source or resolve_init_source(
+                self.hparams.embed_init, "--model.embed_init"
+            )
+            self.embed_source = None  # used once; do not hold the source's weights
             initialize_embeddings(self.model.encoder, source, tokenizer)
         if self.hparams.init_from is None:
             return

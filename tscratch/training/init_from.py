@@ -28,11 +28,12 @@ from tscratch.training.checkpointing import read_checkpoint
 ENCODER_PREFIX = "model.encoder."  # the encoder's keys inside a task checkpoint's state_dict
 
 
-def resolve_init_source(source: str) -> Pretrained:
-    """Read SOURCE once: a `.ckpt` file written by tscratch, else a pretrained folder/name."""
+def resolve_init_source(source: str, flag: str = "--model.init_from") -> Pretrained:
+    """Read SOURCE once: a `.ckpt` file written by tscratch, else a pretrained folder/name;
+    ``flag`` is the option that named it, for the errors."""
     path = Path(source).expanduser()
     if path.suffix == ".ckpt" or path.is_file():
-        return _from_checkpoint(path)
+        return _from_checkpoint(path, flag)
     if is_export(path):
         return _from_export(path)
     return load_pretrained(source)
@@ -54,7 +55,7 @@ def _from_export(folder: Path) -> Pretrained:
     return Pretrained(config=encoder, encoder_state=state, tokenizer=tokenizer, source=str(folder))
 
 
-def _from_checkpoint(path: Path) -> Pretrained:
+def _from_checkpoint(path: Path, flag: str) -> Pretrained:
     checkpoint = read_checkpoint(path)  # one line if missing, torn or not data-only
     hparams = checkpoint.get("hyper_parameters") or {}
     config = EncoderConfig.from_flat(hparams)
@@ -65,7 +66,7 @@ def _from_checkpoint(path: Path) -> Pretrained:
     }
     if not state or checkpoint.get("tokenizer_json") is None:
         raise UserError(
-            f"--model.init_from {path}: no encoder weights or tokenizer in it; pass a checkpoint "
+            f"{flag} {path}: no encoder weights or tokenizer in it; pass a checkpoint "
             "written by tscratch's tscratch fit, a BERT folder or 'minilm'"
         )
     tokenizer = Tokenizer.from_str(checkpoint["tokenizer_json"])

@@ -10,6 +10,7 @@ them: the rich one when Lightning chose rich, the plain one otherwise.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any
 
@@ -112,6 +113,8 @@ class RichModelSummaryWithoutFlops(callbacks.RichModelSummary):
 def drop_flops(trainer: L.Trainer) -> None:
     """Replace the Trainer's Lightning model summary (plain or rich) by the same one without
     FLOPs, at the same depth; a trainer without one (`enable_model_summary=False`) keeps none."""
+    if "total_flops" not in inspect.signature(callbacks.ModelSummary.summarize).parameters:
+        return  # Lightning before 2.6 counts no FLOPs: its own summary is already without them
     swaps = {
         callbacks.ModelSummary: ModelSummaryWithoutFlops,
         callbacks.RichModelSummary: RichModelSummaryWithoutFlops,

@@ -102,12 +102,13 @@ def initialize_embeddings(
     if weight.shape[0] != tokenizer.get_vocab_size(with_added_tokens=True):
         raise ValueError(
             f"the embedding table has {weight.shape[0]} rows, the tokenizer "
-            f"{tokenizer.get_vocab_size(with_added_tokens=True)} entries"
+            f"{tokenizer.get_vocab_size(with_added_tokens=True)} entries; build the model with "
+            f"this tokenizer's vocab_size"
         )
     std = float(weight.detach().std())
     table, filled = static_embeddings(source, tokenizer, weight.shape[1], std)
     with torch.no_grad():
-        weight[filled] = table[filled].to(weight.dtype)
+        weight[filled] = table[filled].to(weight)
     log.info(
         "embed_init %s: %d of %d token embeddings start from its vectors (PCA to %d)",
         source.source,
