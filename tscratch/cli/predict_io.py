@@ -92,8 +92,11 @@ def read_text(path: Path, encoding: str) -> str:
     """The text of ``path``, refused in one line when it is not valid ``encoding`` (a UTF-8
     byte-order mark is dropped)."""
     name = codec_name(encoding)
-    check_encoding(str(path), name, harm="its texts and so their predictions")
-    return path.read_text(encoding="utf-8-sig" if name == "utf-8" else name)
+    try:
+        return path.read_text(encoding="utf-8-sig" if name == "utf-8" else name)
+    except UnicodeDecodeError:  # read once; only a bad file is read again, for the message
+        check_encoding(str(path), name, harm="its texts and so their predictions")
+        raise
 
 
 def read_pair_inputs(
