@@ -22,7 +22,6 @@ from tscratch.cli.fit_teacher import TeacherModel, label_order, settle_teacher_o
 from tscratch.data.classification import TextClassificationData
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, export
-from tscratch.training import recipe
 
 TOPICS = {
     "money": ["bank", "price", "market", "stock", "trade"],
@@ -174,9 +173,13 @@ def test_epochs_left_to_the_data_count_the_copies(world, caplog):
     with caplog.at_level("INFO", logger="tscratch"):
         settle_teacher_options(config, epochs_left_to_data=True)
     assert config.data.augment_copies == 20  # recorded as the number it is
-    # 150 texts of ~12 tokens and 15 full-length copies of each: ~29k tokens a pass.
-    assert config.trainer.max_epochs == recipe.EPOCH_RANGE[1]
-    assert "trainer.max_epochs 40 instead, for distillation" in caplog.text
+    # 150 texts of ~12 tokens and 15 full-length copies of each: ~29k tokens a pass, so the
+    # token budget would give 240 passes; a text and its 20 copies are read at most ~40 times.
+    assert config.trainer.max_epochs == 2  # round(40 / 21)
+    assert "trainer.max_epochs 2 instead, for distillation" in caplog.text
+    config.data.augment_copies, config.trainer.max_epochs = 10, None
+    settle_teacher_options(config, epochs_left_to_data=True)
+    assert config.trainer.max_epochs == 4  # round(40 / 11): the distil recipe's 10 copies
     config.data.augment_copies, config.trainer.max_epochs = 0, None
     settle_teacher_options(config, epochs_left_to_data=False)
     assert config.data.augment_copies == 0 and config.trainer.max_epochs is None

@@ -173,8 +173,8 @@ class TScratchCLI(LightningCLI):
                 type=int,
                 default=PRETRAIN_TOKENS,
                 help="Masked-LM training tokens of the pretrain recipe's stage, within 3-30 "
-                "passes (BBC News: 4M is 4 passes; 18 passes scored 1.8 points higher at several "
-                "times the cost; docs/results.md).",
+                "passes (BBC News: 10M is 11 passes; more passes score higher and cost more; "
+                "docs/results.md).",
             )
             parser.add_argument(
                 "--teacher_init",

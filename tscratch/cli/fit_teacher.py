@@ -152,21 +152,26 @@ def settle_teacher_options(config: Namespace, epochs_left_to_data: bool) -> None
 
 def distillation_epochs(config: Namespace) -> int:
     """The recipe's token budget (`recipe.TARGET_TOKENS`) spread over the training split grown
-    by the copies (an n-gram copy's few words left out), within 1 and the recipe's most."""
+    by the copies (an n-gram copy's few words left out), within 1 and the recipe's most passes
+    over a text counting its copies: a copy repeats its source's words and the teacher's view of
+    them, so 10 copies and 4 passes read each text 44 times, as 40 plain passes would."""
     data = config.data
     splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
     whole = round(data.augment_copies * (1 - data.augment_ngram))  # copies of full length
     per_epoch = training_profile(splits).tokens_per_epoch(data.max_length) * (1 + whole)
-    high = recipe.EPOCH_RANGE[1]
+    high = max(1, round(recipe.EPOCH_RANGE[1] / (1 + data.augment_copies)))
     value = min(high, max(1, round(recipe.TARGET_TOKENS / per_epoch)))
     log.info(
         "trainer.max_epochs %d instead, for distillation: %d passes over about %s tokens (the "
-        "training texts and %d full-length copies of each; aim %gM tokens, 1-%d passes)",
+        "training texts and %d full-length copies of each; aim %gM tokens, 1-%d passes, so "
+        "that a text and its %d copies are read at most ~%d times)",
         value,
         value,
         f"{per_epoch:,}",
         whole,
         recipe.TARGET_TOKENS / 1e6,
         high,
+        data.augment_copies,
+        recipe.EPOCH_RANGE[1],
     )
     return value
