@@ -61,10 +61,10 @@ STAGES = "stages"
 DONE = "done.json"
 PRETRAIN_TOKENS = 10_000_000
 """Masked-LM training tokens of the `pretrain` stage unless `--pretrain_tokens` says otherwise
-(BBC News: 11 passes over its training articles, about 11 minutes of one CPU thread), within
+(BBC News: 11 passes over its training articles, about 12 minutes of one CPU thread), within
 `PRETRAIN_EPOCHS` passes. What the stage learns grows with its passes (BBC News seed 0: 4
 passes 94.6%, 11 passes 96.4%, TF-IDF 95.5%; docs/results.md), and on small data it is where
-the model learns what words mean: it gets more of the run's time than the labels do."""
+the model learns what words mean: it gets about as much of the run's time as the labels do."""
 PRETRAIN_EPOCHS = (3, 30)
 PRETRAIN_LENGTH = 128
 """Row length of the pretraining stage (ALiBi carries it to longer fine-tuning rows)."""
