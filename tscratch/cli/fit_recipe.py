@@ -68,12 +68,6 @@ the model learns what words mean: it gets about as much of the run's time as the
 PRETRAIN_EPOCHS = (3, 30)
 PRETRAIN_LENGTH = 128
 """Row length of the pretraining stage (ALiBi carries it to longer fine-tuning rows)."""
-DISTIL_COPIES = DEFAULT_COPIES
-"""Augmented copies per training text in the `distil` recipe (when `data.augment_copies` is not
-given): `--model.teacher`'s own default, Tang et al.'s and PaddleNLP's ~20. On BBC headlines
-(three seeds) 20 copies read twice beat 10 copies read four times by 1.4 points of validation
-accuracy at about the same student cost; the teacher's pass over them doubles, but short texts
-make it the cheap part (docs/results.md)."""
 DEFAULT_BATCH, DISTIL_BATCH = 32, 64
 """default.yaml's batch size, and the one the `distil` recipe trains at instead: its transfer
 set holds 21 rows per training text, and on short texts a step of 32 rows is mostly fixed
@@ -225,7 +219,7 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
         command = teacher_command(config, profile, teacher_init)
         model.teacher = run_stage("teacher", command, root, resuming)
         if data.get("augment_copies") is None:
-            data.augment_copies = DISTIL_COPIES
+            data.augment_copies = DEFAULT_COPIES  # recorded in config.yaml, read below
         if data.batch_size == DEFAULT_BATCH:
             data.batch_size = DISTIL_BATCH
             log.info(
