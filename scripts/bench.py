@@ -10,7 +10,10 @@ embeddings, residuals and the feed-forward hidden layer, none on attention weigh
 - `torch`: `torch.nn.TransformerEncoder` of the same shape with the same embedding and head
   (nested-tensor fast path allowed for inference only);
 - `checkpointed`, only with `--impls ... checkpointed`: `tscratch` with activation
-  checkpointing, whose ratios to `tscratch` (step time, peak memory) the tables add.
+  checkpointing, whose ratios to `tscratch` (step time, peak memory) the tables add;
+- `compiled`, only with `--impls ... compiled`: `tscratch` under `torch.compile` (inductor),
+  compiled in warm-up steps outside the timing; the tables add its ratios to `tscratch` and
+  `explicit`.
 
 Every (mode, T, precision) cell runs all implementations in this process on one random
 right-padded batch (lengths uniform in [T/2, T], pad id 0), repetitions interleaved
@@ -64,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    default=["fp32", low])  # fmt: skip
     p.add_argument("--impls", nargs="+", choices=ALL_IMPLS, default=list(IMPLS),
                    help="default: tscratch explicit torch; checkpointed = tscratch with "
-                   "activation checkpointing")  # fmt: skip
+                   "activation checkpointing; compiled = tscratch under torch.compile")  # fmt: skip
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--reps", type=int, help="timed repetitions per implementation (default 5)")
     p.add_argument("--batch-size", type=int, help="override the default batch-size rule")

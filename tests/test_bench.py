@@ -112,3 +112,20 @@ def test_forward_flops_with_head_match_torch_flop_counter(ffn: str, seed: int) -
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_measured_matmul_peak_is_positive_per_dtype(dtype: torch.dtype) -> None:
     assert measured_matmul_peak(dtype, size=64, repeats=2, device="cpu") > 0
+
+
+def test_the_compiled_implementation_is_tscratch_compiled_in_place() -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from benchmarks.models import TINY, build_model
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    plain, compiled = (
+        build_model(impl, TINY, 16, "train", "cpu") for impl in ("tscratch", "compiled")
+    )
+    assert compiled._compiled_call_impl is not None and plain._compiled_call_impl is None
+    assert compiled.state_dict().keys() == plain.state_dict().keys()  # compiled in place
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(compiled.state_dict().values(), plain.state_dict().values(), strict=True)
+    )

@@ -6,7 +6,9 @@
 - `torch`: `torch.nn.TransformerEncoder` of the same shape with the same embedding and head
   (nested-tensor fast path allowed for inference only);
 - `checkpointed` (only when asked for): `tscratch` with activation checkpointing on, to measure
-  the memory it saves and the time it costs in training (in inference it changes nothing).
+  the memory it saves and the time it costs in training (in inference it changes nothing);
+- `compiled` (only when asked for): `tscratch` under `torch.compile` (inductor), as
+  `--model.compile true` trains it; compiling happens in the warm-up steps, outside the timing.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tscratch.nn.positions import sinusoidal_table
 
 IMPLS = ("tscratch", "explicit", "torch")
 """What the grid compares by default."""
-ALL_IMPLS = (*IMPLS, "checkpointed")
+ALL_IMPLS = (*IMPLS, "checkpointed", "compiled")
 """What `--impls` accepts."""
 MODES = ("train", "infer")
 PAD_ID = 0
@@ -124,7 +126,10 @@ def build_model(impl: str, shape: Shape, max_len: int, mode: str, device: str) -
     config = encoder_config(shape, max_len, "explicit" if impl == "explicit" else "auto")
     model = TransformerClassifier(config, shape.num_classes)
     model.encoder.activation_checkpointing = impl == "checkpointed"
-    return LogitsOnly(model).to(device)
+    wrapped = LogitsOnly(model).to(device)
+    if impl == "compiled":
+        wrapped.compile()  # in place, as --model.compile true does
+    return wrapped
 
 
 def make_batch(shape: Shape, batch_size: int, seq_len: int, device: str, seed: int = 0) -> Batch:

@@ -20,6 +20,8 @@ TARGETS = (
      ("explicit", "fp32"), "speed", 2.0),
     ("train T=256 tscratch bf16 / explicit fp32", "train", 256, ("tscratch", "bf16"),
      ("explicit", "fp32"), "speed", 3.0),
+    ("train T=256 compiled tscratch bf16 / explicit fp32", "train", 256, ("compiled", "bf16"),
+     ("explicit", "fp32"), "speed", 3.0),
     ("infer fp32 T=2048 tscratch/explicit", "infer", 2048, ("tscratch", "fp32"),
      ("explicit", "fp32"), "speed", 2.0),
     ("infer fp32 T=2048 peak mem tscratch/explicit", "infer", 2048, ("tscratch", "fp32"),
@@ -55,7 +57,7 @@ def cell_ratios(records: list[dict]) -> list[dict]:
     keys = ("mode", "seq_len", "batch_size", "precision")
     cells = dict.fromkeys(tuple(r[k] for k in keys) for r in records)
     for mode, seq_len, batch_size, precision in cells:
-        ts, ex, th, ck = (find(records, mode, seq_len, impl, precision) for impl in ALL_IMPLS)
+        ts, ex, th, ck, co = (find(records, mode, seq_len, impl, precision) for impl in ALL_IMPLS)
         out.append({
             "mode": mode, "seq_len": seq_len, "batch_size": batch_size, "precision": precision,
             "speed_tscratch_over_explicit": ratio(ts, ex, "speed"),
@@ -63,6 +65,8 @@ def cell_ratios(records: list[dict]) -> list[dict]:
             "memory_tscratch_over_explicit": ratio(ts, ex, "memory"),
             "speed_checkpointed_over_tscratch": ratio(ck, ts, "speed"),
             "memory_checkpointed_over_tscratch": ratio(ck, ts, "memory"),
+            "speed_compiled_over_tscratch": ratio(co, ts, "speed"),
+            "speed_compiled_over_explicit": ratio(co, ex, "speed"),
         })  # fmt: skip
     return out
 
@@ -114,8 +118,8 @@ def markdown(report: dict) -> str:
             f"| {_fmt(None if mem is None else mem / 2**20, '.0f')} |"
         )
     lines += ["", "| mode | T | B | prec | speed ts/explicit | speed ts/torch | mem ts/explicit "
-              "| speed ckpt/ts | mem ckpt/ts |",
-              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "| speed ckpt/ts | mem ckpt/ts | speed compiled/ts | speed compiled/explicit |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for c in report["ratios"]:
         lines.append(
             f"| {c['mode']} | {c['seq_len']} | {c['batch_size']} | {c['precision']} "
@@ -123,7 +127,9 @@ def markdown(report: dict) -> str:
             f"| {_fmt(c['speed_tscratch_over_torch'], '.2f')} "
             f"| {_fmt(c['memory_tscratch_over_explicit'], '.2f')} "
             f"| {_fmt(c['speed_checkpointed_over_tscratch'], '.2f')} "
-            f"| {_fmt(c['memory_checkpointed_over_tscratch'], '.2f')} |"
+            f"| {_fmt(c['memory_checkpointed_over_tscratch'], '.2f')} "
+            f"| {_fmt(c['speed_compiled_over_tscratch'], '.2f')} "
+            f"| {_fmt(c['speed_compiled_over_explicit'], '.2f')} |"
         )
     lines += ["", "| target | required | measured | met |", "|---|---|---|---|"]
     for t in report["targets"]:

@@ -14,6 +14,9 @@ from torch import nn
 
 from benchmarks.models import Batch, Cell, Shape, build_model, make_batch
 
+WARMUP = {"compiled": 3}
+"""Warm-up steps per implementation (default 1): a compiled model compiles its forward and
+backward in the first step and may recompile once more before its graphs settle."""
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -80,8 +83,9 @@ def time_cell(cell: Cell, impls: Iterable[str], shape: Shape, reps: int, device:
                         cell.mode, cell.precision)
         for impl in impls
     }  # fmt: skip
-    for step in steps.values():  # warm-up: allocator, kernel choice, AdamW state
-        step()
+    for impl, step in steps.items():  # warm-up: allocator, kernel choice, AdamW state
+        for _ in range(WARMUP.get(impl, 1)):
+            step()
     times: dict[str, list[float]] = {impl: [] for impl in steps}
     for _ in range(reps):
         for impl, step in steps.items():

@@ -14,8 +14,10 @@ from jsonargparse import Namespace
 
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
-from tscratch.cli import fit_recipe
-from tscratch.cli.fit_recipe import choose, language, stage_folder
+from tscratch.cli import fit_recipe, stages
+from tscratch.cli.fit_recipe import choose
+from tscratch.cli.stages import stage_folder
+from tscratch.data.language import language
 from tscratch.training.recipe import DataProfile
 
 QUESTIONS = ["What is the capital of France ?", "Who wrote Hamlet ?", "How far is the moon ?"]
@@ -175,18 +177,18 @@ def test_a_failed_stage_is_one_line_and_a_stopped_one_says_how_to_continue(tmp_p
         def wait(self) -> int:
             return self.code
 
-    monkeypatch.setattr(fit_recipe.subprocess, "Popen", lambda argv: Child(1))
-    with pytest.raises(fit_recipe.UserError, match=r"^stage pretrain failed \(exit 1\); its "):
-        fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=False)
-    monkeypatch.setattr(fit_recipe.subprocess, "Popen", lambda argv: Child(143))
-    with pytest.raises(fit_recipe.StageInterrupted, match=r"stage pretrain stopped \(exit 143\)"):
-        fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=True)
+    monkeypatch.setattr(stages.subprocess, "Popen", lambda argv: Child(1))
+    with pytest.raises(stages.UserError, match=r"^stage pretrain failed \(exit 1\); its "):
+        stages.run_stage("pretrain", ["pretrain"], tmp_path, resuming=False)
+    monkeypatch.setattr(stages.subprocess, "Popen", lambda argv: Child(143))
+    with pytest.raises(stages.StageInterrupted, match=r"stage pretrain stopped \(exit 143\)"):
+        stages.run_stage("pretrain", ["pretrain"], tmp_path, resuming=True)
 
 
 def test_other_ranks_wait_for_rank_zeros_stage(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
-    monkeypatch.setattr(fit_recipe.subprocess, "Popen", None)  # a second rank never trains it
+    monkeypatch.setattr(stages.subprocess, "Popen", None)  # a second rank never trains it
     folder = stage_folder(tmp_path, "pretrain", ["pretrain"])
     folder.mkdir(parents=True)
     (folder / "done.json").write_text(json.dumps({"checkpoint": "best.ckpt", "command": []}))
-    assert fit_recipe.run_stage("pretrain", ["pretrain"], tmp_path, resuming=False) == "best.ckpt"
+    assert stages.run_stage("pretrain", ["pretrain"], tmp_path, resuming=False) == "best.ckpt"

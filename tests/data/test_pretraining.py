@@ -95,6 +95,7 @@ def test_batches_are_masked_padded_and_bucketed(tmp_path, data_cache):
     first, again = (next(iter(data.val_dataloader())) for _ in range(2))
     assert torch.equal(first["input_ids"], again["input_ids"])  # fixed validation masks
     assert "6 documents" in data.describe()  # 5% of 120 lines held out
+    assert data.describe().endswith("; masking 15% of the tokens.")
 
 
 def test_a_tokenizer_without_mask_is_refused_in_one_line(tmp_path, data_cache):

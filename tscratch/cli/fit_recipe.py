@@ -22,34 +22,25 @@ the distilled student gets the teacher's knowledge of English; a 500-token artic
 hundreds of tokens of word use, while the teacher would read only the first few hundred tokens
 of each of 20 copies (`distil` on long texts costs many times the main run).
 
-A stage's folder is `ROOT/lightning_logs/stages/KIND-HASH/`, HASH taken from the stage's command
-line, so the same command (same data, seed and sizes) reuses a finished stage and a changed one
-trains a new one. A stage is finished when its folder holds `done.json`. `--ckpt_path last` on
-the same command continues an unfinished stage where it stopped, then the main run.
+Each stage runs as its own command in its own folder (`tscratch.cli.stages`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import logging
-import os
-import re
-import shlex
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from jsonargparse import Namespace
 
+from tscratch.cli.stages import run_stage
 from tscratch.config import EncoderConfig
+from tscratch.data.language import language
 from tscratch.data.sources import column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
-from tscratch.data.tokenizer import CJK
 from tscratch.data.transfer import DEFAULT_COPIES
 from tscratch.errors import UserError
 from tscratch.training import recipe as rules
@@ -57,8 +48,6 @@ from tscratch.training import recipe as rules
 log = logging.getLogger("tscratch")
 
 RECIPES = ("auto", "plain", "pretrain", "distil")
-STAGES = "stages"
-DONE = "done.json"
 PRETRAIN_TOKENS = 10_000_000
 """Masked-LM training tokens of the `pretrain` stage unless `--pretrain_tokens` says otherwise
 (BBC News: 11 passes over its training articles, about 12 minutes of one CPU thread), within
@@ -74,39 +63,12 @@ set holds 21 rows per training text, and on short texts a step of 32 rows is mos
 per-step cost, so twice the rows per step halve the steps at a small cost per step."""
 TEACHER_LENGTH = 128
 """Longest row the teacher stage reads (the `distil` recipe serves short texts)."""
-CJK_SHARE = 0.3
-"""Share of CJK ideographs among a text's letters from which the data counts as Chinese."""
-ENGLISH_SHARE = 0.5
-"""Share of texts holding an English function word from which the data counts as English."""
-_ENGLISH = frozenset(
-    {
-        "the", "a", "an", "of", "to", "in", "on", "for", "and", "or", "is", "are", "was", "were",
-        "be", "been", "what", "who", "whom", "which", "when", "where", "why", "how", "does", "do",
-        "did", "it", "its", "this", "that", "these", "those", "with", "from", "by", "as", "at",
-        "not", "no", "can", "will", "would", "has", "have", "had", "i", "you", "he", "she", "we",
-        "they", "my", "your", "his", "her", "our", "their",
-    }
-)  # fmt: skip
-_WORD = re.compile(r"[A-Za-z]+")
-_IDEOGRAPH = re.compile(f"[{CJK}]")
 ARCHITECTURE = tuple(
     f.name
     for f in EncoderConfig.__dataclass_fields__.values()
     if f.name not in EncoderConfig.RUNTIME_FIELDS | {"vocab_size", "pad_id", "position"}
 )
 """The main run's architecture fields the pretraining stage copies (ALiBi positions instead)."""
-
-
-def language(texts: Sequence[str]) -> str:
-    """ "zh" when CJK ideographs make up `CJK_SHARE` of the letters, "en" when `ENGLISH_SHARE` of
-    the texts hold an English function word, else "other" (read from at most 2,000 texts)."""
-    sample = list(texts[:2000])
-    letters = sum(sum(ch.isalpha() for ch in text) for text in sample)
-    ideographs = sum(len(_IDEOGRAPH.findall(text)) for text in sample)
-    if letters and ideographs / letters >= CJK_SHARE:
-        return "zh"
-    english = sum(any(word.lower() in _ENGLISH for word in _WORD.findall(text)) for text in sample)
-    return "en" if sample and english / len(sample) >= ENGLISH_SHARE else "other"
 
 
 def teacher_installed(teacher_init: str) -> bool:
@@ -304,57 +266,3 @@ def teacher_command(config: Namespace, profile: rules.DataProfile, teacher_init:
     flags += [*data_flags(config.data, SHARED_DATA), "--data.max_length", str(length)]
     flags += ["--baseline", "false", "--recipe", "plain"]
     return ["fit", *flags, *trainer_flags(config)]
-
-
-def stage_folder(root: Path, kind: str, command: Sequence[str]) -> Path:
-    """Where the stage with this command line lives (resume flags play no part)."""
-    digest = hashlib.sha256("\0".join(command).encode()).hexdigest()[:10]
-    return root / "lightning_logs" / STAGES / f"{kind}-{digest}"
-
-
-def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
-    """Run one stage (unless it finished before) and return its best checkpoint's path."""
-    folder = stage_folder(root, kind, command)
-    done = folder / DONE
-    if done.is_file():
-        checkpoint = json.loads(done.read_text())["checkpoint"]
-        if Path(checkpoint).is_file():
-            log.info("stage %s: finished before, reusing %s", kind, checkpoint)
-            return checkpoint
-    if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks: rank 0 runs the stage
-        log.info("stage %s: waiting for rank 0 to finish it in %s", kind, folder)
-        while not done.is_file():
-            time.sleep(5)
-        return json.loads(done.read_text())["checkpoint"]
-    argv = [*command, "--trainer.default_root_dir", str(folder)]
-    if resuming:
-        argv += ["--ckpt_path", "last"]
-    shown = shlex.join(["tscratch", *argv])
-    log.info("stage %s: %s", kind, shown)
-    folder.mkdir(parents=True, exist_ok=True)
-    child = subprocess.Popen([sys.executable, "-m", "tscratch", *argv])
-    try:
-        code = child.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached the stage too: let it save its last.ckpt
-        code = child.wait()
-    if code in (130, 143):
-        raise StageInterrupted(kind, code)
-    if code:
-        raise UserError(f"stage {kind} failed (exit {code}); its messages are above")
-    found = sorted(
-        folder.glob("lightning_logs/version_*/checkpoints/best-*.ckpt"),
-        key=lambda p: p.stat().st_mtime,
-    )
-    if not found:
-        raise UserError(f"stage {kind} ended without a best checkpoint under {folder}")
-    checkpoint = str(found[-1])
-    done.write_text(json.dumps({"checkpoint": checkpoint, "command": argv}, indent=1) + "\n")
-    return checkpoint
-
-
-class StageInterrupted(Exception):
-    """A stage stopped on Ctrl-C or SIGTERM after saving its `last.ckpt`."""
-
-    def __init__(self, kind: str, code: int) -> None:
-        super().__init__(f"stage {kind} stopped (exit {code})")
-        self.kind, self.code = kind, code

@@ -11,7 +11,9 @@ very short texts).
 Whole-word masking (Cui et al. 2019) selects words instead of tokens: a word is a token plus the
 `##` continuation pieces that follow it; each CJK character is its own word (the tokenizer splits
 them, and a `##`-prefixed CJK character is still treated as a word). Each word is selected with
-probability `mlm_probability`, so the expected share of selected tokens is unchanged.
+probability `mlm_probability`, so the expected share of selected tokens is unchanged. Chinese
+words of several characters need a segmenter: rows may carry their own `word_starts` (True where
+a token begins a word, `tscratch.data.words`), which then replace the `##` rule.
 
 Randomness comes from the `torch.Generator` passed in, or else from torch's global RNG, which
 the training module saves in its checkpoints and restores on resume (exact with the default
@@ -107,7 +109,11 @@ class TokenMasker:
         return cls(tokenizer.get_vocab(with_added_tokens=True), special, mask_id, **options)
 
     def __call__(
-        self, input_ids: Tensor, attention_mask: Tensor, generator: torch.Generator | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        generator: torch.Generator | None = None,
+        word_starts: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Corrupt a padded batch.
 
@@ -115,12 +121,14 @@ class TokenMasker:
             input_ids: (B, T) long token ids.
             attention_mask: (B, T) True/1 = real token.
             generator: source of randomness; None draws from torch's global RNG.
+            word_starts: (B, T) bool, True where a token begins a word (whole-word masking only;
+                None: words are a token and its `##` pieces).
 
         Returns:
             The corrupted `input_ids` (B, T) and `labels` (B, T): the original id where a token
             was selected, -100 elsewhere.
         """
-        selected = self.select(input_ids, attention_mask, generator)
+        selected = self.select(input_ids, attention_mask, generator, word_starts)
         shape = input_ids.shape
         action = torch.rand(shape, generator=generator)
         pick = torch.randint(len(self.replacements), shape, generator=generator)
@@ -132,17 +140,24 @@ class TokenMasker:
         return corrupted, labels
 
     def select(
-        self, input_ids: Tensor, attention_mask: Tensor, generator: torch.Generator | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        generator: torch.Generator | None = None,
+        word_starts: Tensor | None = None,
     ) -> Tensor:
-        """(B, T) bool: the positions to predict (see the module doc)."""
+        """(B, T) bool: the positions to predict (see the module doc and `__call__`)."""
         candidate = attention_mask.bool() & ~self.is_special[input_ids]  # (B, T)
         starts = candidate
+        if word_starts is not None and not self.whole_word:
+            raise UserError("word_starts are for whole-word masking: set whole_word_masking")
         if self.whole_word:
             # A word starts at a candidate that is no continuation piece, or that follows a
             # non-candidate (a piece cut from its head by truncation still forms a word).
             after_gap = torch.ones_like(candidate)
             after_gap[:, 1:] = ~candidate[:, :-1]
-            starts = candidate & (~self.is_continuation[input_ids] | after_gap)
+            head = ~self.is_continuation[input_ids] if word_starts is None else word_starts.bool()
+            starts = candidate & (head | after_gap)
         chosen = starts & (torch.rand(input_ids.shape, generator=generator) < self.mlm_probability)
         # Rows left without a target get one start at random (a draw made for every row, so the
         # number of draws never depends on the outcome).
@@ -164,7 +179,8 @@ class MaskedLMCollator:
 
     Batches hold `input_ids` (B, T) (corrupted), `attention_mask` (B, T) bool and `labels`
     (B, T) long (-100 except at selected positions); rows carrying an `index` give the batch an
-    `index` (B,) long too.
+    `index` (B,) long too. Rows carrying `word_starts` (one bool per token) pass them to the
+    masker, padded with False.
 
     Args:
         pad_id: id of [PAD].
@@ -187,7 +203,11 @@ class MaskedLMCollator:
             # hash() of ints is not salted per process: the same key in workers and reruns.
             key = hash((self.seed, *(int(r["index"]) for r in rows))) & (2**63 - 1)
             generator = torch.Generator().manual_seed(key)
-        corrupted, labels = self.masker(input_ids, attention_mask, generator)
+        word_starts = None
+        if "word_starts" in rows[0]:
+            flags = [[int(flag) for flag in r["word_starts"]] for r in rows]
+            word_starts = pad_batch(flags, 0, self.widths)[0].bool()
+        corrupted, labels = self.masker(input_ids, attention_mask, generator, word_starts)
         batch = {"input_ids": corrupted, "attention_mask": attention_mask, "labels": labels}
         if "index" in rows[0]:
             batch["index"] = torch.as_tensor([r["index"] for r in rows], dtype=torch.long)

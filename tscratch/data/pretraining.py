@@ -30,6 +30,7 @@ from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
 from tscratch.data.sampler import ResumableDataLoader
 from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import cached_tokenizer, default_cache_dir, load_tokenizer
+from tscratch.data.words import SEGMENTERS, word_starts
 from tscratch.errors import MissingFile, UserError
 
 logger = logging.getLogger(__name__)
@@ -84,27 +85,46 @@ def heldout_split(
 
 def chunk_ids(tokenizer: Tokenizer, documents: Sequence[str], max_length: int) -> list[list[int]]:
     """Token ids of `documents`, cut into rows of at most `max_length`, each led by [CLS]."""
+    return chunk_rows(tokenizer, documents, max_length)[0]
+
+
+def chunk_rows(
+    tokenizer: Tokenizer, documents: Sequence[str], max_length: int, words_from: str = "tokenizer"
+) -> tuple[list[list[int]], list[list[bool]] | None]:
+    """`chunk_ids`' rows, and with ``words_from`` "jieba" each row's word starts (one flag per
+    token, `tscratch.data.words`; else None), cut at the same places."""
     cls_id = tokenizer.token_to_id("[CLS]")
     head = [] if cls_id is None else [cls_id]
     width = max_length - len(head)
-    rows = []
-    for encoding in tokenizer.encode_batch(list(documents)):
-        body = encoding.ids[len(head) :] if encoding.ids[: len(head)] == head else encoding.ids
+    encodings = tokenizer.encode_batch(list(documents))
+    starts = word_starts(encodings, documents) if words_from == "jieba" else None
+    rows, flags = [], []
+    for n, encoding in enumerate(encodings):
+        skip = len(head) if encoding.ids[: len(head)] == head else 0
+        body = encoding.ids[skip:]
         rows += [head + body[i : i + width] for i in range(0, len(body), width)]
-    return rows
+        if starts is not None:
+            first = [True] * len(head)  # [CLS] is special: never a candidate
+            body_starts = starts[n][skip:]
+            flags += [first + body_starts[i : i + width] for i in range(0, len(body), width)]
+    return rows, flags if starts is not None else None
 
 
 class TokenRows(torch.utils.data.Dataset):
-    """Rows of token ids, served as `{"input_ids", "index"}` dicts."""
+    """Rows of token ids, served as `{"input_ids", "index"}` dicts (and "word_starts" when
+    given)."""
 
-    def __init__(self, rows: list[list[int]]) -> None:
-        self.rows = rows
+    def __init__(self, rows: list[list[int]], starts: list[list[bool]] | None = None) -> None:
+        self.rows, self.starts = rows, starts
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __getitem__(self, index: int) -> dict:
-        return {"input_ids": self.rows[index], "index": index}
+        item = {"input_ids": self.rows[index], "index": index}
+        if self.starts is not None:
+            item["word_starts"] = self.starts[index]
+        return item
 
 
 @dataclass(frozen=True)
@@ -143,8 +163,10 @@ class PretrainingTextData(TokenizedData):
         vocab_size: Target vocabulary size of the trained tokenizer.
         max_length: Most tokens per row, [CLS] included; documents are cut into such rows.
         mlm_probability: Share of real tokens (or words) selected for prediction.
-        whole_word_masking: Select whole words (a token and its ## pieces; each CJK character is
-            a word) instead of single tokens.
+        whole_word_masking: Select whole words instead of single tokens.
+        words_from: What a word is to whole-word masking: "tokenizer", a token and its ## pieces
+            (each CJK character a word of its own), or "jieba", the words the jieba segmenter
+            finds (Chinese words of several characters; needs `pip install jieba`).
         batch_size: Training batch size (per process).
         eval_batch_size: Validation batch size (default: 2 * batch_size).
         num_workers: DataLoader worker processes (0 keeps masking exactly resumable).
@@ -177,6 +199,7 @@ class PretrainingTextData(TokenizedData):
         max_length: int = 256,
         mlm_probability: float = 0.15,
         whole_word_masking: bool = False,
+        words_from: Literal["tokenizer", "jieba"] = "tokenizer",
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
@@ -195,6 +218,13 @@ class PretrainingTextData(TokenizedData):
         if batch_size < 1:
             raise UserError(f"batch_size ({batch_size}) must be at least 1")
         check_batching(pad_widths, max_tokens, max_length)
+        if words_from not in SEGMENTERS:
+            raise UserError(f"words_from ({words_from!r}) must be one of {', '.join(SEGMENTERS)}")
+        if words_from != "tokenizer" and not whole_word_masking:
+            raise UserError(
+                f"words_from {words_from} says what whole-word masking masks together; add "
+                "--data.whole_word_masking true"
+            )
         # As in TextClassificationData: the model's vocab_size is the real one, often smaller.
         self.save_hyperparameters(ignore=["vocab_size"])
         self._target_vocab_size = vocab_size
@@ -202,6 +232,7 @@ class PretrainingTextData(TokenizedData):
         self._eval_batch_size = eval_batch_size or 2 * batch_size
         self._prepared: _Prepared | None = None
         self._rows: dict[str, list[list[int]]] = {}
+        self._starts: dict[str, list[list[bool]] | None] = {}
         self._masker: TokenMasker | None = None
 
     @property
@@ -259,8 +290,11 @@ class PretrainingTextData(TokenizedData):
         if self._rows:
             return
         prepared = self._prepare()
+        hp = self.hparams
         for split, documents in prepared.documents.items():
-            self._rows[split] = chunk_ids(prepared.tokenizer, documents, self.hparams.max_length)
+            self._rows[split], self._starts[split] = chunk_rows(
+                prepared.tokenizer, documents, hp.max_length, hp.words_from
+            )
         if stage in (None, "fit"):
             self.describe()
 
@@ -274,14 +308,16 @@ class PretrainingTextData(TokenizedData):
         rows = self.rows("train")
         sampler = self.bucket_sampler([len(r) for r in rows])
         return self.training_loader(
-            TokenRows(rows), sampler, MaskedLMCollator(self.pad_id, self.masker, widths=self.widths)
+            TokenRows(rows, self._starts["train"]),
+            sampler,
+            MaskedLMCollator(self.pad_id, self.masker, widths=self.widths),
         )
 
     def val_dataloader(self) -> DataLoader:
         """Held-out batches, longest first, with the same masks at every epoch."""
         rows = self.rows("validation")
         return self.longest_first_loader(
-            TokenRows(rows),
+            TokenRows(rows, self._starts["validation"]),
             [len(r) for r in rows],
             self._eval_batch_size,
             MaskedLMCollator(self.pad_id, self.masker, self.hparams.seed, self.widths),
@@ -290,6 +326,16 @@ class PretrainingTextData(TokenizedData):
     def state_dict(self) -> dict:
         """Nothing: the model checkpoint stores the tokenizer."""
         return {}
+
+    def masking_note(self) -> str:
+        """What one masked-LM target is: a token, a word of ## pieces or a jieba word."""
+        hp = self.hparams
+        share = f"{hp.mlm_probability:.0%}"
+        if not hp.whole_word_masking:
+            return f"masking {share} of the tokens"
+        if hp.words_from == "jieba":
+            return f"masking {share} of the words, Chinese words as jieba segments them"
+        return f"masking {share} of the words (a token and its ## pieces)"
 
     def describe(self) -> str:
         """Logs and returns a one-paragraph summary of the documents, rows and padding."""
@@ -302,7 +348,7 @@ class PretrainingTextData(TokenizedData):
             f"documents ({len(train):,} rows, {sum(lengths):,} tokens), held out "
             f"{len(prepared.documents['validation']):,} documents ({len(held):,} rows); "
             f"vocabulary {self.vocab_size:,} tokens with {MASK_TOKEN}; rows of at most "
-            f"{self.hparams.max_length} tokens; {note}."
+            f"{self.hparams.max_length} tokens; {note}; {self.masking_note()}."
         )
         logger.info(summary)
         return summary

@@ -1,0 +1,121 @@
+"""Chinese whole-word masking: jieba's words mapped onto tokens, and masked together."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import pytest
+import torch
+
+from tscratch.data.masking import IGNORE_INDEX, MaskedLMCollator, TokenMasker
+from tscratch.data.pretraining import PretrainingTextData, chunk_ids, chunk_rows
+from tscratch.data.tokenizer import train_tokenizer
+from tscratch.data.words import jieba_installed, jieba_starts, token_word_starts
+from tscratch.errors import UserError
+
+pytest.importorskip("jieba")
+
+REVIEWS = [
+    "酒店的服务很不错，房间也干净，下次还会再来。",
+    "笔记本的键盘确实爽，做工也相当不错，iPhone 15.4寸的屏幕。",
+    "房间太小，早餐很一般，非常失望。",
+    "这本书的内容很丰富，孩子非常喜欢。",
+] * 10
+
+
+def _tokenizer():
+    return train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, ("[MASK]",))
+
+
+def test_a_token_starts_a_word_where_jieba_starts_one():
+    text = "笔记本的键盘确实爽"
+    starts = jieba_starts(text)
+    assert starts == {0, 3, 4, 6, 8}  # 笔记本 | 的 | 键盘 | 确实 | 爽
+    encoding = _tokenizer().encode(text)
+    tokens = encoding.tokens
+    assert tokens == ["[CLS]", "笔", "记", "本", "的", "键", "盘", "确", "实", "爽"]
+    flags = token_word_starts(encoding, starts)
+    assert flags == [True, True, False, False, True, True, False, True, False, True]
+
+
+def test_latin_runs_stay_whole_and_a_gap_starts_a_word():
+    encoding = _tokenizer().encode("iPhone 15.4寸")
+    assert encoding.tokens == ["[CLS]", "iphone", "15", ".", "4", "寸"]
+    flags = token_word_starts(encoding, jieba_starts("iPhone 15.4寸"))
+    assert flags == [True, True, True, False, False, True]  # jieba keeps "15.4" one word
+
+
+def test_chunked_rows_carry_their_word_starts_cut_at_the_same_places():
+    tokenizer = _tokenizer()
+    document = "".join(REVIEWS[:4]) * 3
+    rows, starts = chunk_rows(tokenizer, [document], 16, "jieba")
+    assert rows == chunk_ids(tokenizer, [document], 16)
+    assert [len(s) for s in starts] == [len(r) for r in rows]
+    whole = token_word_starts(tokenizer.encode(document), jieba_starts(document))
+    assert [f for s in starts for f in s[1:]] == whole[1:]  # each row's [CLS] aside
+    assert chunk_rows(tokenizer, [document], 16)[1] is None
+
+
+def test_the_words_of_a_segmenter_are_masked_together():
+    tokenizer = _tokenizer()
+    masker = TokenMasker.from_tokenizer(tokenizer, whole_word=True)
+    rows, starts = chunk_rows(tokenizer, REVIEWS * 20, 64, "jieba")
+    collate = MaskedLMCollator(tokenizer.token_to_id("[PAD]"), masker, seed=3)
+    items = [
+        {"input_ids": r, "word_starts": s, "index": i}
+        for i, (r, s) in enumerate(zip(rows, starts, strict=True))
+    ]
+    batch = collate(items)
+    selected = batch["labels"] != IGNORE_INDEX
+    split = together = 0
+    for row, flags in enumerate(starts):
+        heads = [i for i, f in enumerate(flags) if f] + [len(flags)]
+        for begin, end in itertools.pairwise(heads):
+            picked = int(selected[row, begin:end].sum())
+            split += 0 < picked < end - begin
+            together += picked == end - begin > 1
+    assert split == 0 and together > 20  # two-character words are picked whole, never halved
+    ratio = selected.sum().item() / (batch["attention_mask"].sum().item() - 2 * len(rows))
+    assert abs(ratio - 0.15) < 0.03  # still about 15% of the characters
+    without = MaskedLMCollator(tokenizer.token_to_id("[PAD]"), masker, seed=3)(
+        [{k: v for k, v in item.items() if k != "word_starts"} for item in items]
+    )
+    assert not torch.equal(without["labels"], batch["labels"])  # each character its own word
+
+
+def test_word_starts_without_whole_word_masking_is_refused():
+    tokenizer = _tokenizer()
+    masker = TokenMasker.from_tokenizer(tokenizer)
+    ids = torch.tensor([tokenizer.encode(REVIEWS[0]).ids])
+    with pytest.raises(UserError, match="set whole_word_masking"):
+        masker(ids, torch.ones_like(ids), word_starts=torch.ones_like(ids))
+    with pytest.raises(UserError, match=r"add --data.whole_word_masking true"):
+        PretrainingTextData("x.txt", words_from="jieba")
+    with pytest.raises(UserError, match=r"words_from \('spacy'\) must be one of tokenizer, jieba"):
+        PretrainingTextData("x.txt", whole_word_masking=True, words_from="spacy")
+
+
+def test_without_jieba_one_line_names_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jieba", None)  # import jieba now raises ImportError
+    assert not jieba_installed()
+    with pytest.raises(UserError, match=r"need the jieba package: pip install jieba"):
+        jieba_starts("中文")
+
+
+def test_pretraining_data_serves_jieba_words_masked_together(tmp_path, data_cache):
+    corpus = tmp_path / "reviews.txt"
+    corpus.write_text("\n".join(REVIEWS), encoding="utf-8")
+    data = PretrainingTextData(
+        str(corpus), line_per_document=True, vocab_size=300, max_length=32, batch_size=8,
+        whole_word_masking=True, words_from="jieba", heldout_fraction=0.25,
+    )  # fmt: skip
+    data.setup("fit")
+    assert data.describe().endswith(
+        "masking 15% of the words, Chinese words as jieba segments them."
+    )
+    batch = next(iter(data.train_dataloader()))
+    assert set(batch) == {"input_ids", "attention_mask", "labels", "index"}
+    items = [data.train_dataloader().dataset[i] for i in range(len(data.rows("train")))]
+    assert all(len(item["word_starts"]) == len(item["input_ids"]) for item in items)
+    assert not all(flag for item in items for flag in item["word_starts"])  # words of 2+ chars
