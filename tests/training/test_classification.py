@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from tokenizers import Tokenizer
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -83,6 +84,23 @@ def test_schedule_warms_up_then_decays_to_min_lr(warmup_steps):
     assert lrs[12] == pytest.approx(1e-4 + 0.9e-3 * 0.5 * (1 + math.cos(math.pi * 8 / 16)))
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)  # after the last step
     assert [g["lr"] for g in optimizer.param_groups] == [optimizer.param_groups[0]["lr"]] * 2
+
+
+@pytest.mark.parametrize(
+    ("plugin", "clip", "fused"),
+    [
+        (Precision(), 1.0, True),
+        (MixedPrecision("bf16-mixed", "cpu"), 0.0, True),
+        (MixedPrecision("bf16-mixed", "cpu"), 1.0, False),  # Lightning refuses to clip fused
+    ],
+)
+def test_adamw_is_fused_unless_lightning_would_refuse_to_clip_it(plugin, clip, fused):
+    model = _with_trainer(
+        ClassificationTask(**TINY),
+        estimated_stepping_batches=10, gradient_clip_val=clip, precision_plugin=plugin,
+    )  # fmt: skip
+    group = model.configure_optimizers()["optimizer"].param_groups[0]
+    assert bool(group["fused"]) is fused and group["foreach"] is not fused
 
 
 def test_optimizer_decays_only_projection_weights():

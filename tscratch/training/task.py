@@ -16,6 +16,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import NonFiniteLoss
@@ -89,14 +90,31 @@ class EncoderTask(L.LightningModule):
         default), stepped per batch."""
         optim = self.optim
         groups = parameter_groups(self.model, optim.weight_decay, optim.lr, self.lr_scale())
-        fused = self.device.type == "cuda"
-        optimizer = torch.optim.AdamW(groups, lr=optim.lr, betas=tuple(optim.betas), fused=fused)
+        fused = self.fused_optimizer()
+        optimizer = torch.optim.AdamW(
+            groups, lr=optim.lr, betas=tuple(optim.betas), fused=fused, foreach=not fused
+        )
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, optim.lr_factor(total))
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
         }
+
+    def fused_optimizer(self) -> bool:
+        """Whether AdamW runs as one fused kernel over all parameters (else `foreach`, a few
+        batched ops). Fused is the fastest, on a CPU too (torch >= 2.4: 9 ms against 54 ms per
+        step for the article's 12.5M parameters, 1.0 against 3.9 ms for default.yaml's model,
+        two threads; its updates differ from the loop's by float rounding only). But Lightning
+        refuses gradient clipping with a fused optimizer under mixed precision (`16-mixed`,
+        `bf16-mixed`: "does not allow for gradient clipping"), so a run that clips there takes
+        `foreach`."""
+        if self.device.type not in ("cuda", "cpu"):
+            return False
+        trainer = self.trainer
+        clipping = (getattr(trainer, "gradient_clip_val", None) or 0) > 0
+        mixed = isinstance(getattr(trainer, "precision_plugin", None), MixedPrecision)
+        return not (clipping and mixed)
 
     def lr_scale(self) -> Callable[[str], float] | None:
         """Parameter name (in `self.model`) -> multiple of the peak learning rate; None: 1 for
