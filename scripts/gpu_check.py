@@ -21,8 +21,10 @@ Without CUDA, steps 2-4 run their CPU subset (a minute) and 5-7 are skipped, eac
 the summary; tests/test_gpu_check.py runs that in CI. Nothing needs the internet.
 
 Usage: `python scripts/gpu_check.py [--out DIR] [--only STEP ...] [--skip STEP ...]`. With
-`--budget S` (default 480) a step that would start after S seconds is skipped, so the whole run
-fits the device time at hand.
+`--budget S` (default 480) a step that would start after S seconds is skipped and a command
+still running at S seconds is stopped (its step reports the time-out), so the whole run fits
+the device time at hand; the JSON and the summary are rewritten after every step, so a run
+killed from outside still leaves both.
 """
 
 from __future__ import annotations
@@ -46,9 +48,15 @@ COMPILE_BATCH = (32, 512)
 """(B, T) of the compile step's fixed-shape training batch."""
 
 
+DEADLINE = [float("inf")]
+"""perf_counter() at which `--budget` runs out (set by `main`): no command runs past it."""
+
+
 def run(command: list[str], cwd: Path, timeout: float, env: dict | None = None) -> dict:
-    """A subprocess: exit code, wall seconds and the tail of its output."""
+    """A subprocess: exit code, wall seconds and the tail of its output. It is stopped after
+    ``timeout`` seconds or at the budget's end, whichever comes first."""
     start = time.perf_counter()
+    timeout = max(1.0, min(timeout, DEADLINE[0] - start))
     try:
         done = subprocess.run(
             command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
@@ -302,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M"), "cuda": cuda, "steps": {}}
     start = time.perf_counter()
+    DEADLINE[0] = start + args.budget
     for name in STEPS:
         if (args.only and name not in args.only) or name in args.skip:
             report["steps"][name] = {"skipped": "not asked for"}
@@ -320,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             report["steps"][name] = result
         report["wall_s"] = time.perf_counter() - start
         (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str))
-    text = summary(report)
-    (args.out / "gpu_check.md").write_text(text)
+        text = summary(report)
+        (args.out / "gpu_check.md").write_text(text)
     print(text)
     failed = [n for n, s in report["steps"].items() if not s.get("skipped") and not s.get("ok")]
     if failed:

@@ -40,3 +40,17 @@ def test_the_cpu_subset_runs_and_names_every_gpu_step_skipped(shared_cache, tmp_
         and "| tiny_fit | ok |" in summary
         and "Device: cpu; torch " in summary
     )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU subset is checked without CUDA")
+def test_no_command_runs_past_the_budget_and_the_summary_is_written_anyway(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, REPO / "scripts" / "gpu_check.py", "--out", out, "--only", "tiny_fit",
+         "--budget", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "failed steps: tiny_fit" in proc.stderr
+    run = json.loads((out / "gpu_check.json").read_text())["steps"]["tiny_fit"]["runs"]["32-true"]
+    assert run["fit_rc"] == 124 and run["fit_s"] < 10  # stopped at the budget, not after 300 s
+    assert "| tiny_fit | FAILED |" in (out / "gpu_check.md").read_text()

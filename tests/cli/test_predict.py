@@ -255,6 +255,15 @@ def _table(tmp_path, name: str, content: str | bytes) -> str:
         (["x", "--output", "{out.txt}"], r"--output .*out\.txt: unknown file type '\.txt'; use"),
         (["x", "--data.batch_size", "0"], r"--data\.batch_size \(0\) must be at least 1"),
         (["x", "--model", "/missing"], r"/missing: no such file or folder; pass a \.ckpt"),
+        (
+            ["x", "--trainer.accelerator", "tpu9"],
+            r"--trainer\.accelerator 'tpu9' is not a device: pass cpu, cuda, cuda:1, mps, gpu or",
+        ),
+        pytest.param(
+            ["x", "--trainer.accelerator", "gpu"],
+            r"--trainer\.accelerator gpu: this machine has no CUDA device; pass cpu$",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without"),
+        ),
     ],
 )
 def test_user_errors(folder, capsys, tmp_path, args, message):
@@ -346,6 +355,13 @@ def test_predict_check_runs_at_toy_size(run_script, best_ckpt, tmp_path):
         for batch in (1, 32):
             row = rf"\| {name}, batch {batch} \| [\d.]+ texts/s \(\d+ threads\) \|"
             assert re.search(row, proc.stdout)
+
+
+def test_lightning_device_names_are_taken_as_in_fit(folder, capsys):
+    expected = predict(capsys, "--model", folder, "cheap prizes")
+    assert predict(capsys, "--model", folder, "--trainer.accelerator", "auto", "cheap prizes") == (
+        expected
+    )
 
 
 def test_the_rate_line_counts_one_text_in_the_singular(folder, capsys):

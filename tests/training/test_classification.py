@@ -92,6 +92,9 @@ def test_schedule_warms_up_then_decays_to_min_lr(warmup_steps):
         (Precision(), 1.0, True),
         (MixedPrecision("bf16-mixed", "cpu"), 0.0, True),
         (MixedPrecision("bf16-mixed", "cpu"), 1.0, False),  # Lightning refuses to clip fused
+        # 16-mixed's scaler: Lightning does not unscale a fused optimizer's gradients before
+        # on_before_optimizer_step, so train/grad_norm would read scaled ones.
+        (MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu")), 0.0, False),
     ],
 )
 def test_adamw_is_fused_unless_lightning_would_refuse_to_clip_it(plugin, clip, fused):

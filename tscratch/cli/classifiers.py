@@ -16,13 +16,35 @@ from tscratch.errors import MissingFile, UserError
 from tscratch.export import ONNX, ONNX_INT8, ExportedClassifier, from_checkpoint, load
 
 
+def torch_device(name: str) -> str:
+    """A device name torch takes, from a torch name ("cuda:1") or a Lightning one ("gpu",
+    "auto": the GPU when there is one); anything else is one line."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    torch_name = "cuda" if name == "gpu" else name
+    try:
+        device = torch.device(torch_name)
+    except RuntimeError:
+        raise UserError(
+            f"--trainer.accelerator {name!r} is not a device: pass cpu, cuda, cuda:1, mps, gpu "
+            "or auto"
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--trainer.accelerator {name}: this machine has no CUDA device; pass cpu")
+    return torch_name
+
+
 def open_classifier(source: str | Path, device: str = "cpu") -> ExportedClassifier:
     """The classifier at ``source``: a `.ckpt`, an exported folder, or its ONNX file.
 
     Args:
         source: the path.
-        device: where a PyTorch model runs (ONNX files run on onnxruntime's CPU provider).
+        device: where a PyTorch model runs (`torch_device`'s names; ONNX files run on
+            onnxruntime's CPU provider).
     """
+    device = torch_device(device)
     path = Path(source).expanduser()
     if path.is_dir():
         return load(path, device=device)

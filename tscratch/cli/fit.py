@@ -238,7 +238,7 @@ class TScratchCLI(LightningCLI):
         choose_auto_settings(config, self.auto_options)
         settle_teacher_options(config, epochs_auto)  # --model.teacher: distillation
         if config.trainer.precision is None:
-            config.trainer.precision = default_precision()
+            config.trainer.precision = default_precision(config.trainer.get("accelerator"))
             log.info(
                 "precision: %s (chosen for this machine; override with --trainer.precision)",
                 config.trainer.precision,

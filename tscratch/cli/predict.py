@@ -103,7 +103,7 @@ def build_parser() -> ArgumentParser:
     )  # fmt: skip
     add(
         "--trainer.accelerator", dest="device", default="cpu",
-        help="where a PyTorch model runs: cpu, cuda, cuda:1, mps",
+        help="where a PyTorch model runs: cpu, cuda, cuda:1, mps; gpu or auto as in fit",
     )  # fmt: skip
     return parser
 

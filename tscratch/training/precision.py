@@ -17,8 +17,13 @@ def native_bf16() -> bool:
     return cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported()
 
 
-def default_precision() -> str:
-    """16-mixed on CUDA, bf16-mixed on CPUs with native bf16 matmul, else 32-true."""
-    if torch.cuda.is_available():
+def default_precision(accelerator: str | None = "auto") -> str:
+    """16-mixed on CUDA, bf16-mixed on CPUs with native bf16 matmul, else 32-true.
+
+    Args:
+        accelerator: the Trainer's (`--trainer.accelerator`); "cpu" takes the CPU's rule on a
+            machine that has a GPU too (Lightning would turn 16-mixed into bf16 there).
+    """
+    if torch.cuda.is_available() and accelerator != "cpu":
         return "16-mixed"
     return "bf16-mixed" if native_bf16() else "32-true"

@@ -107,14 +107,17 @@ class EncoderTask(L.LightningModule):
         step for the article's 12.5M parameters, 1.0 against 3.9 ms for default.yaml's model,
         two threads; its updates differ from the loop's by float rounding only). But Lightning
         refuses gradient clipping with a fused optimizer under mixed precision (`16-mixed`,
-        `bf16-mixed`: "does not allow for gradient clipping"), so a run that clips there takes
-        `foreach`."""
+        `bf16-mixed`: "does not allow for gradient clipping"), and under `16-mixed`'s loss
+        scaler it leaves a fused optimizer's gradients scaled until the step, so
+        `train/grad_norm` would read them 65,536 times too large: those runs take `foreach`."""
         if self.device.type not in ("cuda", "cpu"):
             return False
         trainer = self.trainer
         clipping = (getattr(trainer, "gradient_clip_val", None) or 0) > 0
-        mixed = isinstance(getattr(trainer, "precision_plugin", None), MixedPrecision)
-        return not (clipping and mixed)
+        plugin = getattr(trainer, "precision_plugin", None)
+        if not isinstance(plugin, MixedPrecision):
+            return True
+        return not clipping and plugin.scaler is None
 
     def lr_scale(self) -> Callable[[str], float] | None:
         """Parameter name (in `self.model`) -> multiple of the peak learning rate; None: 1 for
@@ -169,7 +172,8 @@ def rng_states() -> dict[str, Any]:
     """The global RNG states (torch, Python, CUDA) as checkpoint-safe values."""
     states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
+        # This process's device only (as Lightning saves it): a resume may see fewer GPUs.
+        states["cuda"] = torch.cuda.get_rng_state()
     return states
 
 
@@ -178,7 +182,11 @@ def set_rng_states(states: dict[str, Any]) -> None:
     torch.set_rng_state(states["torch"])
     random.setstate(_as_tuples(states["python"]))
     if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+        cuda = states["cuda"]
+        if isinstance(cuda, list | tuple):  # checkpoints before 2026-12-03: one per GPU
+            cuda = cuda[min(torch.cuda.current_device(), len(cuda) - 1)] if cuda else None
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda)
 
 
 def _as_tuples(value: Any) -> Any:
