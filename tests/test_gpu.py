@@ -25,10 +25,11 @@ def _batch(device: str) -> tuple[torch.Tensor, torch.Tensor]:
     return ids.masked_fill(~mask, 0).to(device), mask.to(device)
 
 
-def _model(impl: str = "auto") -> TransformerClassifier:
+def _model(impl: str = "auto", position: str = "sinusoidal") -> TransformerClassifier:
     torch.manual_seed(0)
     config = EncoderConfig(vocab_size=500, d_model=64, num_heads=4, d_ff=128, num_layers=2,
-                           max_len=128, norm_first=True, attention_impl=impl)  # fmt: skip
+                           max_len=128, norm_first=True, attention_impl=impl,
+                           position=position)  # fmt: skip
     return TransformerClassifier(config, num_classes=5, pooling="mean").eval()
 
 
@@ -62,3 +63,19 @@ def test_the_fused_path_agrees_with_the_explicit_one_in_bf16():
     with torch.autocast("cuda", torch.bfloat16):
         a, b = fused(ids, mask).logits.float(), explicit(ids, mask).logits.float()
     torch.testing.assert_close(a, b, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("position", ["alibi", "t5", "rope"])
+def test_positions_that_bias_attention_stay_close_in_fp16_on_padded_rows(position):
+    # ALiBi and T5 add a float bias to the scores (merged with the padding mask), which the
+    # fused kernels take in fp16 here; the pretrain recipe's stage trains with ALiBi.
+    model = _model("sdpa", position).cuda()
+    explicit = _model("explicit", position).cuda()
+    explicit.load_state_dict(model.state_dict())
+    ids, mask = _batch("cuda")
+    full = model(ids, mask).logits
+    with torch.autocast("cuda", torch.float16):
+        fused, plain = model(ids, mask).logits.float(), explicit(ids, mask).logits.float()
+    assert torch.isfinite(fused).all() and torch.isfinite(plain).all()
+    torch.testing.assert_close(fused, full, atol=5e-2, rtol=5e-2)
+    torch.testing.assert_close(plain, full, atol=5e-2, rtol=5e-2)

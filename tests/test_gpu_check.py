@@ -28,7 +28,7 @@ def test_the_cpu_subset_runs_and_names_every_gpu_step_skipped(shared_cache, tmp_
     assert report["cuda"] is False and steps["environment"]["device"] == "cpu"
     for name in ("compile", "bench_grid", "bbc_default"):
         assert steps[name] == {"skipped": "skipped: no CUDA device"}
-    assert steps["gpu_tests"]["ok"] and steps["gpu_tests"]["tests_skipped"] == 4
+    assert steps["gpu_tests"]["ok"] and steps["gpu_tests"]["tests_skipped"] == 7
     assert steps["gpu_tests"]["tests_passed"] == steps["gpu_tests"]["tests_failed"] == 0
     assert "math" in steps["sdpa_kernels"]["backends"]["float32, padding mask"]
     tiny = steps["tiny_fit"]["runs"]["32-true"]
@@ -36,7 +36,7 @@ def test_the_cpu_subset_runs_and_names_every_gpu_step_skipped(shared_cache, tmp_
     summary = (out / "gpu_check.md").read_text()
     assert "| bbc_default | skipped: no CUDA device |" in summary
     assert (
-        "| gpu_tests | ok (0 passed, 4 skipped) |" in summary
+        "| gpu_tests | ok (0 passed, 7 skipped) |" in summary
         and "| tiny_fit | ok |" in summary
         and "Device: cpu; torch " in summary
     )
