@@ -49,7 +49,9 @@ COMPILE_BATCH = (32, 512)
 
 
 DEADLINE = [float("inf")]
-"""perf_counter() at which `--budget` runs out (set by `main`): no command runs past it."""
+"""perf_counter() at which `--budget` runs out (set by `main`): a command still running then is
+stopped (one started later gets a second); `subprocess.run` stops the command it started, not
+processes that command spawned."""
 
 
 def run(command: list[str], cwd: Path, timeout: float, env: dict | None = None) -> dict:

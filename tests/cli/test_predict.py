@@ -20,9 +20,10 @@ import torch
 
 from tests.helpers import REPO, script_env
 from tests.test_export import checkpoint  # noqa: F401 - a fixture (as in test_serve)
-from tscratch.cli.classifiers import open_classifier
+from tscratch.cli.classifiers import open_classifier, torch_device
 from tscratch.cli.predict import main
 from tscratch.cli.predict_logits import document_logits, windows
+from tscratch.errors import UserError
 from tscratch.export import export
 
 TEXTS = [
@@ -355,6 +356,32 @@ def test_predict_check_runs_at_toy_size(run_script, best_ckpt, tmp_path):
         for batch in (1, 32):
             row = rf"\| {name}, batch {batch} \| [\d.]+ texts/s \(\d+ threads\) \|"
             assert re.search(row, proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "expected"),
+    [("gpu", 1, "cuda"), ("auto", 1, "cuda"), ("auto", 0, "cpu"), ("cuda:1", 2, "cuda:1"),
+     ("cpu", 0, "cpu")],
+)  # fmt: skip
+def test_device_names_of_fit_and_torch_map_to_torch_devices(monkeypatch, name, gpus, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    assert torch_device(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "message"),
+    [
+        ("meta", 1, r"'meta' is not a device: pass cpu, cuda"),
+        ("cuda:1", 1, r"cuda:1: this machine has 1 CUDA device\(s\), numbered from 0$"),
+        ("gpu", 0, r"gpu: this machine has no CUDA device; pass cpu$"),
+    ],
+)
+def test_device_names_a_machine_cannot_honour_are_one_line(monkeypatch, name, gpus, message):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    with pytest.raises(UserError, match=f"^--trainer.accelerator {message}"):
+        torch_device(name)
 
 
 def test_lightning_device_names_are_taken_as_in_fit(folder, capsys):

@@ -14,7 +14,7 @@ from tscratch.data.tokenizer import train_tokenizer
 from tscratch.data.words import jieba_installed, jieba_starts, token_word_starts
 from tscratch.errors import UserError
 
-pytest.importorskip("jieba")
+needs_jieba = pytest.mark.skipif(not jieba_installed(), reason="needs jieba (the zh extra)")
 
 REVIEWS = [
     "酒店的服务很不错，房间也干净，下次还会再来。",
@@ -28,6 +28,7 @@ def _tokenizer():
     return train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, ("[MASK]",))
 
 
+@needs_jieba
 def test_a_token_starts_a_word_where_jieba_starts_one():
     text = "笔记本的键盘确实爽"
     starts = jieba_starts(text)
@@ -39,6 +40,7 @@ def test_a_token_starts_a_word_where_jieba_starts_one():
     assert flags == [True, True, False, False, True, True, False, True, False, True]
 
 
+@needs_jieba
 def test_latin_runs_stay_whole_and_a_gap_starts_a_word():
     encoding = _tokenizer().encode("iPhone 15.4寸")
     assert encoding.tokens == ["[CLS]", "iphone", "15", ".", "4", "寸"]
@@ -46,6 +48,28 @@ def test_latin_runs_stay_whole_and_a_gap_starts_a_word():
     assert flags == [True, True, True, False, False, True]  # jieba keeps "15.4" one word
 
 
+@needs_jieba
+def test_tokens_sharing_a_character_and_pieces_of_a_latin_word_stay_one_word():
+    tokenizer = _tokenizer()
+    encoding = tokenizer.encode("㍿好")  # NFKC: one character, four tokens
+    assert encoding.offsets[1:5] == [(0, 1)] * 4
+    assert token_word_starts(encoding, jieba_starts("㍿好"))[1:] == [
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
+    vocab = tokenizer.get_vocab()
+    masker = TokenMasker.from_tokenizer(tokenizer, whole_word=True)
+    piece = next(i for t, i in vocab.items() if t.startswith("##") and t[2:].isascii())
+    ids = torch.tensor([[vocab["[CLS]"], vocab["iphone"], piece] * 40])
+    starts = torch.ones_like(ids, dtype=torch.bool)  # a segmenter that cut inside the word
+    selected = masker.select(ids, torch.ones_like(ids), torch.Generator().manual_seed(0), starts)
+    assert torch.equal(selected[0, 1::3], selected[0, 2::3])  # the ## piece goes with its head
+
+
+@needs_jieba
 def test_chunked_rows_carry_their_word_starts_cut_at_the_same_places():
     tokenizer = _tokenizer()
     document = "".join(REVIEWS[:4]) * 3
@@ -57,6 +81,7 @@ def test_chunked_rows_carry_their_word_starts_cut_at_the_same_places():
     assert chunk_rows(tokenizer, [document], 16)[1] is None
 
 
+@needs_jieba
 def test_the_words_of_a_segmenter_are_masked_together():
     tokenizer = _tokenizer()
     masker = TokenMasker.from_tokenizer(tokenizer, whole_word=True)
@@ -76,7 +101,9 @@ def test_the_words_of_a_segmenter_are_masked_together():
             split += 0 < picked < end - begin
             together += picked == end - begin > 1
     assert split == 0 and together > 20  # two-character words are picked whole, never halved
-    ratio = selected.sum().item() / (batch["attention_mask"].sum().item() - 2 * len(rows))
+    ratio = selected.sum().item() / (
+        batch["attention_mask"].sum().item() - len(rows)
+    )  # [CLS] is no candidate
     assert abs(ratio - 0.15) < 0.03  # still about 15% of the characters
     without = MaskedLMCollator(tokenizer.token_to_id("[PAD]"), masker, seed=3)(
         [{k: v for k, v in item.items() if k != "word_starts"} for item in items]
@@ -84,6 +111,7 @@ def test_the_words_of_a_segmenter_are_masked_together():
     assert not torch.equal(without["labels"], batch["labels"])  # each character its own word
 
 
+@needs_jieba
 def test_word_starts_without_whole_word_masking_is_refused():
     tokenizer = _tokenizer()
     masker = TokenMasker.from_tokenizer(tokenizer)
@@ -101,8 +129,11 @@ def test_without_jieba_one_line_names_the_package(monkeypatch):
     assert not jieba_installed()
     with pytest.raises(UserError, match=r"need the jieba package: pip install jieba"):
         jieba_starts("中文")
+    with pytest.raises(UserError, match=r"^--data.words_from jieba needs the jieba package: pip"):
+        PretrainingTextData("x.txt", whole_word_masking=True, words_from="jieba")
 
 
+@needs_jieba
 def test_pretraining_data_serves_jieba_words_masked_together(tmp_path, data_cache):
     corpus = tmp_path / "reviews.txt"
     corpus.write_text("\n".join(REVIEWS), encoding="utf-8")

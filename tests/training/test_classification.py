@@ -24,7 +24,8 @@ TINY = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, d_ff=32, num_
 
 def _with_trainer(model: ClassificationTask, **attributes) -> ClassificationTask:
     """Attach a stand-in for the few Trainer attributes a hook reads."""
-    model._trainer = SimpleNamespace(**attributes)
+    stand_in = {"gradient_clip_val": None, "precision_plugin": None, **attributes}
+    model._trainer = SimpleNamespace(**stand_in)
     return model
 
 
@@ -104,6 +105,18 @@ def test_adamw_is_fused_unless_lightning_would_refuse_to_clip_it(plugin, clip, f
     )  # fmt: skip
     group = model.configure_optimizers()["optimizer"].param_groups[0]
     assert bool(group["fused"]) is fused and group["foreach"] is not fused
+
+
+def test_a_resumed_optimizer_takes_this_runs_fused_choice_not_the_saved_one():
+    clipped = MixedPrecision("bf16-mixed", "cpu")
+    model = _with_trainer(
+        ClassificationTask(**TINY),
+        estimated_stepping_batches=10, gradient_clip_val=1.0, precision_plugin=clipped,
+    )  # fmt: skip
+    saved = {"optimizer_states": [{"param_groups": [{"fused": True, "foreach": None}] * 2}]}
+    model.on_load_checkpoint(saved)  # saved by a 32-true run, resumed under bf16 + clipping
+    groups = saved["optimizer_states"][0]["param_groups"]
+    assert all(g["fused"] is False and g["foreach"] is True for g in groups)
 
 
 def test_optimizer_decays_only_projection_weights():

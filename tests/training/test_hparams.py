@@ -220,6 +220,8 @@ def test_a_registered_schedule_is_taken_by_name_from_the_command_line(monkeypatc
     parser.add_lightning_class_args(ClassificationTask, "model")
     args = [f"--model.{k}={v}" for k, v in TINY.items()]
     model = parser.instantiate(parser.parse_args([*args, "--model.schedule=half"])).model
-    model._trainer = SimpleNamespace(estimated_stepping_batches=10)
+    model._trainer = SimpleNamespace(
+        estimated_stepping_batches=10, gradient_clip_val=None, precision_plugin=None
+    )
     optimizer = model.configure_optimizers()["optimizer"]
     assert [g["lr"] for g in optimizer.param_groups] == [pytest.approx(1e-4 * 0.5)] * 2

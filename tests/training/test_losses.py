@@ -193,6 +193,8 @@ def test_validation_metrics_name_what_is_logged_and_which_way_is_better():
 
 def test_scheduled_steps_are_the_schedules_length():
     model = ClassificationTask(**TINY)
-    model._trainer = SimpleNamespace(estimated_stepping_batches=40)
+    model._trainer = SimpleNamespace(
+        estimated_stepping_batches=40, gradient_clip_val=None, precision_plugin=None
+    )
     model.configure_optimizers()
     assert model.scheduled_steps == 40

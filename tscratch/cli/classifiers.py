@@ -27,12 +27,21 @@ def torch_device(name: str) -> str:
     try:
         device = torch.device(torch_name)
     except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
         raise UserError(
             f"--trainer.accelerator {name!r} is not a device: pass cpu, cuda, cuda:1, mps, gpu "
             "or auto"
-        ) from None
+        )
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"--trainer.accelerator {name}: this machine has no CUDA device; pass cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise UserError(
+            f"--trainer.accelerator {name}: this machine has {torch.cuda.device_count()} CUDA "
+            "device(s), numbered from 0"
+        )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"--trainer.accelerator {name}: this machine has no MPS device; pass cpu")
     return torch_name
 
 

@@ -13,7 +13,8 @@ Whole-word masking (Cui et al. 2019) selects words instead of tokens: a word is 
 them, and a `##`-prefixed CJK character is still treated as a word). Each word is selected with
 probability `mlm_probability`, so the expected share of selected tokens is unchanged. Chinese
 words of several characters need a segmenter: rows may carry their own `word_starts` (True where
-a token begins a word, `tscratch.data.words`), which then replace the `##` rule.
+a token begins a word, `tscratch.data.words`), which then join several characters into one
+word; a `##` piece continues its word either way.
 
 Randomness comes from the `torch.Generator` passed in, or else from torch's global RNG, which
 the training module saves in its checkpoints and restores on resume (exact with the default
@@ -156,7 +157,9 @@ class TokenMasker:
             # non-candidate (a piece cut from its head by truncation still forms a word).
             after_gap = torch.ones_like(candidate)
             after_gap[:, 1:] = ~candidate[:, :-1]
-            head = ~self.is_continuation[input_ids] if word_starts is None else word_starts.bool()
+            head = ~self.is_continuation[input_ids]
+            if word_starts is not None:  # a segmenter's words; a ## piece still continues one
+                head = head & word_starts.bool()
             starts = candidate & (head | after_gap)
         chosen = starts & (torch.rand(input_ids.shape, generator=generator) < self.mlm_probability)
         # Rows left without a target get one start at random (a draw made for every row, so the

@@ -30,7 +30,7 @@ from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
 from tscratch.data.sampler import ResumableDataLoader
 from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import cached_tokenizer, default_cache_dir, load_tokenizer
-from tscratch.data.words import SEGMENTERS, word_starts
+from tscratch.data.words import INSTALL, SEGMENTERS, jieba_installed, word_starts
 from tscratch.errors import MissingFile, UserError
 
 logger = logging.getLogger(__name__)
@@ -220,6 +220,8 @@ class PretrainingTextData(TokenizedData):
         check_batching(pad_widths, max_tokens, max_length)
         if words_from not in SEGMENTERS:
             raise UserError(f"words_from ({words_from!r}) must be one of {', '.join(SEGMENTERS)}")
+        if words_from == "jieba" and not jieba_installed():  # before minutes of tokenizing
+            raise UserError(f"--data.words_from jieba needs the jieba package: {INSTALL}")
         if words_from != "tokenizer" and not whole_word_masking:
             raise UserError(
                 f"words_from {words_from} says what whole-word masking masks together; add "

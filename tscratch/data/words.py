@@ -9,8 +9,10 @@ a segmenter. Here the segmenter is jieba (its default, dictionary plus HMM mode)
 pretraining stage reads it: the tokens, and so prediction, export and serving, do not change.
 
 A token begins a word when its first character is where a jieba word begins, or when it does
-not touch the token before it (whitespace between them). jieba keeps runs of Latin letters and
-digits whole ("iPhone", "15.4"), so their `##` pieces continue the word as before.
+not touch the token before it (whitespace between them), unless it shares a character with the
+token before it. A `##` piece always continues its word (`tscratch.data.masking`), so jieba's
+cuts inside a Latin word (it keeps ASCII runs such as "iPhone" or "15.4" whole, but splits
+"Café" before "é") do not split a WordPiece word.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def token_word_starts(encoding: Encoding, starts: set[int]) -> list[bool]:
     ``starts`` (character offsets). Special tokens, which have no characters, count as starts."""
     flags, previous_end = [], None
     for begin, end in encoding.offsets:
-        flags.append(begin == end or begin in starts or begin != previous_end)
+        # Tokens that share a character (one NFKC-expanded character, a character cut into
+        # bytes) continue the same word.
+        overlap = previous_end is not None and begin < previous_end
+        flags.append(begin == end or (not overlap and (begin in starts or begin != previous_end)))
         previous_end = end if begin != end else None
     return flags
 

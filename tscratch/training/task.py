@@ -112,9 +112,9 @@ class EncoderTask(L.LightningModule):
         `train/grad_norm` would read them 65,536 times too large: those runs take `foreach`."""
         if self.device.type not in ("cuda", "cpu"):
             return False
-        trainer = self.trainer
-        clipping = (getattr(trainer, "gradient_clip_val", None) or 0) > 0
-        plugin = getattr(trainer, "precision_plugin", None)
+        trainer = self.trainer  # attached: configure_optimizers and resumes run in a fit
+        clipping = (trainer.gradient_clip_val or 0) > 0
+        plugin = trainer.precision_plugin
         if not isinstance(plugin, MixedPrecision):
             return True
         return not clipping and plugin.scaler is None
@@ -146,6 +146,13 @@ class EncoderTask(L.LightningModule):
         checkpoint["tscratch_version"] = __version__
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        # AdamW's load_state_dict takes the saved fused/foreach choice: a run saved under
+        # 32-true (fused) and resumed under clipped mixed precision must still take foreach.
+        if self._trainer is not None and checkpoint.get("optimizer_states"):
+            fused = self.fused_optimizer()
+            for state in checkpoint["optimizer_states"]:
+                for group in state.get("param_groups", []):
+                    group["fused"], group["foreach"] = fused, not fused
         self.tokenizer_json = checkpoint.get("tokenizer_json")
         self.max_length = checkpoint.get("max_length")
         self._rng_to_restore = checkpoint.get("rng_states")

@@ -65,7 +65,7 @@ class TokenThroughput(ThroughputMonitor):
         device = trainer.strategy.root_device
         dtype = matmul_dtype(str(trainer.precision))
         if (device, dtype) not in self._peaks:
-            size = 1024 if device.type == "cpu" else 4096  # a GPU needs big matrices to peak
+            size = 1024 if device.type == "cpu" else 8192  # a GPU needs big matrices to peak
             self._peaks[(device, dtype)] = measured_matmul_peak(dtype, size, device=device)
         self.available_flops = int(self._peaks[(device, dtype)])
         for throughput in self._throughputs.values():
