@@ -9,7 +9,7 @@ from tscratch.data.loading import load_source
 from tscratch.data.masking import IGNORE_INDEX
 from tscratch.data.pretraining import (
     PretrainingTextData,
-    chunk_ids,
+    chunk_rows,
     heldout_split,
     is_text_source,
     read_text_files,
@@ -64,7 +64,7 @@ def test_heldout_split_is_seeded_disjoint_and_complete():
 def test_chunks_cover_the_document_and_start_with_cls():
     tokenizer = train_tokenizer([" ".join(WORDS)] * 5, "wordpiece", 60, 10_000, ("[MASK]",))
     document = " ".join(WORDS * 5)  # 80 words
-    rows = chunk_ids(tokenizer, [document], max_length=16)
+    rows, _ = chunk_rows(tokenizer, [document], max_length=16)
     cls = tokenizer.token_to_id("[CLS]")
     assert all(len(r) <= 16 and r[0] == cls for r in rows)
     assert [t for r in rows for t in r[1:]] == tokenizer.encode(document).ids[1:]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tscratch.data.masking import IGNORE_INDEX, MaskedLMCollator, TokenMasker
-from tscratch.data.pretraining import PretrainingTextData, chunk_ids, chunk_rows
+from tscratch.data.pretraining import PretrainingTextData, chunk_rows
 from tscratch.data.tokenizer import train_tokenizer
 from tscratch.data.words import jieba_installed, jieba_starts, token_word_starts
 from tscratch.errors import UserError
@@ -74,7 +74,7 @@ def test_chunked_rows_carry_their_word_starts_cut_at_the_same_places():
     tokenizer = _tokenizer()
     document = "".join(REVIEWS[:4]) * 3
     rows, starts = chunk_rows(tokenizer, [document], 16, "jieba")
-    assert rows == chunk_ids(tokenizer, [document], 16)
+    assert rows == chunk_rows(tokenizer, [document], 16)[0]
     assert [len(s) for s in starts] == [len(r) for r in rows]
     whole = token_word_starts(tokenizer.encode(document), jieba_starts(document))
     assert [f for s in starts for f in s[1:]] == whole[1:]  # each row's [CLS] aside

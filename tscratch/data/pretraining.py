@@ -83,30 +83,27 @@ def heldout_split(
     return [documents[i] for i in keep], [documents[i] for i in sorted(order[:held])]
 
 
-def chunk_ids(tokenizer: Tokenizer, documents: Sequence[str], max_length: int) -> list[list[int]]:
-    """Token ids of `documents`, cut into rows of at most `max_length`, each led by [CLS]."""
-    return chunk_rows(tokenizer, documents, max_length)[0]
-
-
 def chunk_rows(
     tokenizer: Tokenizer, documents: Sequence[str], max_length: int, words_from: str = "tokenizer"
 ) -> tuple[list[list[int]], list[list[bool]] | None]:
-    """`chunk_ids`' rows, and with ``words_from`` "jieba" each row's word starts (one flag per
-    token, `tscratch.data.words`; else None), cut at the same places."""
+    """Token ids of `documents`, cut into rows of at most `max_length`, each led by [CLS]; and
+    with ``words_from`` "jieba" each row's word starts (one flag per token,
+    `tscratch.data.words`; else None), cut at the same places."""
     cls_id = tokenizer.token_to_id("[CLS]")
     head = [] if cls_id is None else [cls_id]
     width = max_length - len(head)
     encodings = tokenizer.encode_batch(list(documents))
     starts = word_starts(encodings, documents) if words_from == "jieba" else None
+
+    def cut(lead: list, body: list) -> list[list]:
+        return [lead + body[i : i + width] for i in range(0, len(body), width)]
+
     rows, flags = [], []
     for n, encoding in enumerate(encodings):
         skip = len(head) if encoding.ids[: len(head)] == head else 0
-        body = encoding.ids[skip:]
-        rows += [head + body[i : i + width] for i in range(0, len(body), width)]
-        if starts is not None:
-            first = [True] * len(head)  # [CLS] is special: never a candidate
-            body_starts = starts[n][skip:]
-            flags += [first + body_starts[i : i + width] for i in range(0, len(body), width)]
+        rows += cut(head, encoding.ids[skip:])
+        if starts is not None:  # [CLS] is special, never a candidate: its flag is moot
+            flags += cut([True] * len(head), starts[n][skip:])
     return rows, flags if starts is not None else None
 
 

@@ -47,9 +47,10 @@ def _jieba():
     return jieba
 
 
-def jieba_starts(text: str) -> set[int]:
-    """Character offsets in ``text`` where jieba begins a word."""
-    return {start for _, start, _ in _jieba().tokenize(text)}
+def jieba_starts(text: str, jieba=None) -> set[int]:
+    """Character offsets in ``text`` where jieba begins a word (``jieba``: the module, when the
+    caller has it already)."""
+    return {start for _, start, _ in (jieba or _jieba()).tokenize(text)}
 
 
 def token_word_starts(encoding: Encoding, starts: set[int]) -> list[bool]:
@@ -67,7 +68,8 @@ def token_word_starts(encoding: Encoding, starts: set[int]) -> list[bool]:
 
 def word_starts(encodings: Sequence[Encoding], texts: Sequence[str]) -> list[list[bool]]:
     """`token_word_starts` of each text's encoding, its words from jieba."""
+    jieba = _jieba()  # imported and quietened once, not per text
     return [
-        token_word_starts(encoding, jieba_starts(text))
+        token_word_starts(encoding, jieba_starts(text, jieba))
         for encoding, text in zip(encodings, texts, strict=True)
     ]
