@@ -131,6 +131,22 @@ def test_teacher_labels_map_by_name_and_other_labels_are_refused(world, monkeypa
         teacher.logits(lambda mask: texts, ["money", "sport"])
 
 
+def test_the_teacher_runs_on_the_device_it_is_given_even_beside_a_gpu(world, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU the run does not use
+    monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)
+    devices = []
+
+    def opened(source, device="cpu"):
+        devices.append(device)
+        return open_classifier(source, device="cpu")
+
+    monkeypatch.setattr(teacher_module, "open_classifier", opened)
+    TeacherModel(str(world["teacher"])).logits(lambda mask: ["bank"], ["money", "sport", "tech"])
+    assert devices == ["cpu"]
+    assert teacher_module.autocast_dtype("mps") is None
+    assert teacher_module.autocast_dtype("cpu") is None  # no native bf16 (patched above)
+
+
 def test_the_teacher_key_follows_the_files_bytes(world, tmp_path):
     ckpt = tmp_path / "teacher.ckpt"
     shutil.copy(world["teacher"], ckpt)

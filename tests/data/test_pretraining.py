@@ -5,15 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tscratch.data.documents import chunk_rows, heldout_split, is_text_source, read_text_files
 from tscratch.data.loading import load_source
 from tscratch.data.masking import IGNORE_INDEX
-from tscratch.data.pretraining import (
-    PretrainingTextData,
-    chunk_rows,
-    heldout_split,
-    is_text_source,
-    read_text_files,
-)
+from tscratch.data.pretraining import PretrainingTextData
 from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import train_tokenizer
 from tscratch.errors import MissingFile, UserError

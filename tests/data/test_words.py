@@ -8,8 +8,9 @@ import sys
 import pytest
 import torch
 
+from tscratch.data.documents import chunk_rows
 from tscratch.data.masking import IGNORE_INDEX, MaskedLMCollator, TokenMasker
-from tscratch.data.pretraining import PretrainingTextData, chunk_rows
+from tscratch.data.pretraining import PretrainingTextData
 from tscratch.data.tokenizer import train_tokenizer
 from tscratch.data.words import jieba_installed, jieba_starts, token_word_starts
 from tscratch.errors import UserError

@@ -62,7 +62,7 @@ def test_a_tied_gradient_is_the_sum_of_both_uses_and_moves_both_names():
         untied.model.encoder.tok_emb.weight.clone()
     )
     for module in (task, untied):
-        module._step(batch)[0].backward()
+        module._step(batch)["loss"].backward()
     emb, dec = untied.model.encoder.tok_emb.weight.grad, untied.model.head.decoder.weight.grad
     torch.testing.assert_close(task.model.encoder.tok_emb.weight.grad, emb + dec)
 
@@ -78,9 +78,10 @@ def test_head_runs_on_masked_rows_only_and_loss_matches_full_vocabulary_referenc
     batch = masked_batch()
     shapes = []
     task.model.head.register_forward_hook(lambda m, args, out: shapes.append(args[0].shape))
-    loss, acc, n = task._step(batch)
+    step = task._step(batch)
+    loss, acc = step["loss"], step["mlm_acc"]
     N = int((batch["labels"] != IGNORE_INDEX).sum())
-    assert n == N and shapes == [(N, 16)]
+    assert shapes == [(N, 16)] and set(step) == {"loss", "mlm_loss", "mlm_acc"}
 
     full = task.model(batch["input_ids"], batch["attention_mask"])  # (B, T, V) every position
     reference = F.cross_entropy(full.reshape(-1, V), batch["labels"].reshape(-1), ignore_index=-100)
@@ -131,7 +132,9 @@ class Recorder(L.Callback):
         self.seen.append((trainer.global_step, digest.hexdigest()[:12]))
 
 
-def _pretrain(root: Path, corpus: Path, recorder: Recorder, ckpt_path: Path | None = None):
+def _pretrain(
+    root: Path, corpus: Path, recorder: Recorder, ckpt_path: Path | None = None, **task_args
+):
     """pretrain.py's recipe (module, data, callbacks, trainer settings) on a tiny model."""
     L.seed_everything(0, verbose=False)
     data = PretrainingTextData(
@@ -140,7 +143,7 @@ def _pretrain(root: Path, corpus: Path, recorder: Recorder, ckpt_path: Path | No
     )  # fmt: skip
     model = MaskedLMTask(
         vocab_size=data.vocab_size, pad_id=data.pad_id, d_model=16, num_heads=2, d_ff=32,
-        num_layers=2, max_len=32, dropout=0.1, lr=3e-3,
+        num_layers=2, max_len=32, dropout=0.1, lr=3e-3, **task_args,
     )  # fmt: skip
     settings = pretrain_trainer_defaults()
     settings.update(
@@ -163,20 +166,21 @@ def _pretrain(root: Path, corpus: Path, recorder: Recorder, ckpt_path: Path | No
 
 
 @pytest.mark.slow
-def test_mid_epoch_resume_is_bitwise_exact(tmp_path, single_thread):
+@pytest.mark.parametrize("objective", ["mlm", "electra"])  # electra samples from the global RNG
+def test_mid_epoch_resume_is_bitwise_exact(tmp_path, single_thread, objective):
     corpus = write_corpus(tmp_path / "corpus")
     straight = Recorder()
-    straight_model, _ = _pretrain(tmp_path / "straight", corpus, straight)
+    straight_model, _ = _pretrain(tmp_path / "straight", corpus, straight, objective=objective)
 
     before = Recorder(stop_at_step=4)
     with pytest.raises(Interrupted, match="stopped at step 4"):
-        _pretrain(tmp_path / "resumed", corpus, before)
+        _pretrain(tmp_path / "resumed", corpus, before, objective=objective)
     last = tmp_path / "resumed" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     checkpoint = torch.load(last, weights_only=True)
     assert checkpoint["global_step"] == 4
     assert "[MASK]" in checkpoint["tokenizer_json"] and checkpoint["max_length"] == 24
     after = Recorder()
-    model, _ = _pretrain(tmp_path / "resumed", corpus, after, ckpt_path=last)
+    model, _ = _pretrain(tmp_path / "resumed", corpus, after, ckpt_path=last, objective=objective)
 
     # Same batches, masks included, each met with the same global RNG state.
     assert len(straight.seen) == EPOCHS * STEPS_PER_EPOCH

@@ -51,7 +51,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
 from tscratch.cli.fit_auto import choose_auto_settings, wanted_options
 from tscratch.cli.fit_pairs import settle_token_types
-from tscratch.cli.fit_recipe import PRETRAIN_TOKENS, RECIPES, settle_recipe
+from tscratch.cli.fit_recipe import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS, RECIPES, settle_recipe
 from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
 from tscratch.cli.fit_teacher import TeacherModel, settle_teacher_options
 from tscratch.cli.launch import build_cli, console
@@ -176,6 +176,13 @@ class TScratchCLI(LightningCLI):
                 help="Masked-LM training tokens of the pretrain recipe's stage, within 3-30 "
                 "passes (BBC News: 10M is 11 passes; more passes score higher and cost more; "
                 "docs/results.md).",
+            )
+            parser.add_argument(
+                "--pretrain_objective",
+                type=Literal["mlm", "electra"],
+                default=PRETRAIN_OBJECTIVE,
+                help="The pretrain recipe's objective: mlm (BERT's masked LM) or electra "
+                "(replaced-token detection, which learns from every token; docs/training.md).",
             )
             parser.add_argument(
                 "--teacher_init",
@@ -320,7 +327,8 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         model.pretrained, cli.pretrained = cli.pretrained, None
         model.embed_source, cli.embed_source = cli.embed_source, None
         if model.hparams.get("teacher") is not None:  # logits computed (or read) before training
-            cli.datamodule.distill_from(TeacherModel(model.hparams.teacher))
+            device = str(trainer.strategy.root_device)  # where this run trains, GPU or not
+            cli.datamodule.distill_from(TeacherModel(model.hparams.teacher, device=device))
         cli.check_resume()
         check_early_stopping(trainer.early_stopping_callbacks, model.validation_metrics())
         trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)

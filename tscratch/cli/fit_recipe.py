@@ -54,6 +54,8 @@ PRETRAIN_TOKENS = 10_000_000
 `PRETRAIN_EPOCHS` passes. What the stage learns grows with its passes (BBC News seed 0: 4
 passes 94.6%, 11 passes 96.4%, TF-IDF 95.5%; docs/results.md), and on small data it is where
 the model learns what words mean: it gets about as much of the run's time as the labels do."""
+PRETRAIN_OBJECTIVE = "mlm"
+"""The `pretrain` stage's objective unless `--pretrain_objective` says otherwise."""
 PRETRAIN_EPOCHS = (3, 30)
 PRETRAIN_LENGTH = 128
 """Row length of the pretraining stage (ALiBi carries it to longer fine-tuning rows)."""
@@ -255,7 +257,9 @@ def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]
     for name in ARCHITECTURE:
         if model.get(name) is not None:
             flags += [f"--model.{name}", _flag_value(model[name])]
-    flags += ["--model.position", "alibi", "--trainer.max_epochs", str(epochs)]
+    objective = config.get("pretrain_objective") or PRETRAIN_OBJECTIVE
+    flags += ["--model.position", "alibi", "--model.objective", objective]
+    flags += ["--trainer.max_epochs", str(epochs)]
     return ["pretrain", *flags, *trainer_flags(config)]
 
 

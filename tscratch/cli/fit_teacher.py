@@ -40,10 +40,13 @@ FOLDER_FILES = (WEIGHTS, CONFIG, TOKENIZER)
 
 def autocast_dtype(device: str) -> torch.dtype | None:
     """What the teacher runs in: bf16 (fp16 on CUDA without bf16) where it is native, else None
-    (fp32): on a CPU without native bf16, autocast would emulate it, many times slower."""
-    if device == "cuda":
+    (fp32): on a CPU without native bf16, autocast would emulate it, many times slower. Other
+    devices (MPS) run fp32."""
+    if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if native_bf16() else None
+    if device == "cpu":
+        return torch.bfloat16 if native_bf16() else None
+    return None
 
 
 def teacher_key(source: str | Path) -> str:
@@ -91,17 +94,20 @@ class TeacherModel:
     Args:
         source: what `--model.teacher` names.
         batch_size: texts per forward pass.
+        device: where the teacher runs: the device the run trains on (`cpu`, `cuda`, `cuda:1`,
+            `mps`), so `--trainer.accelerator cpu` keeps it off a GPU.
     """
 
-    def __init__(self, source: str, batch_size: int = 32) -> None:
+    def __init__(self, source: str, batch_size: int = 32, device: str = "cpu") -> None:
         self.name = source
         self.key = teacher_key(source)
         self.batch_size = batch_size
+        self.device = device
 
     def logits(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]) -> Tensor:
         """Float32 logits (N, C) of ``texts_for(mask)``, ``mask`` the teacher's own mask token,
         columns in ``label_names``' order."""
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = self.device
         classifier = open_classifier(self.name, device=device)
         if classifier.reads_pairs or classifier.multi_label:
             kind = "text pairs" if classifier.reads_pairs else "multi-label"
@@ -114,7 +120,8 @@ class TeacherModel:
         shown = "fp32" if dtype is None else f"{str(dtype).removeprefix('torch.')} autocast"
         log.info("teacher logits: running %s over %d texts (%s)", self.name, len(texts), shown)
         start = time.perf_counter()
-        autocast = contextlib.nullcontext() if dtype is None else torch.autocast(device, dtype)
+        kind = torch.device(device).type  # autocast takes a device type, not an index
+        autocast = contextlib.nullcontext() if dtype is None else torch.autocast(kind, dtype)
         with autocast:
             logits = document_logits(classifier, texts, batch_size=self.batch_size, progress=True)
         del classifier  # the student trains without the teacher in memory

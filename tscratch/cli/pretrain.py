@@ -13,7 +13,6 @@ best checkpoint is the one with the lowest held-out loss. A checkpoint starts a 
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
@@ -73,14 +72,17 @@ def run(args: list[str] | None) -> None:
 
 def _summary(trainer) -> None:
     metrics = trainer.callback_metrics
-    loss, acc = metrics.get("val/loss"), metrics.get("val/mlm_acc")
+    perplexity, acc = metrics.get("val/perplexity"), metrics.get("val/mlm_acc")
+    rtd = metrics.get("val/rtd_acc")
+    detector = "" if rtd is None else f", replaced-token accuracy {float(rtd):.4f}"
     folder = trainer.checkpoint_callback.dirpath or Path(trainer.log_dir or ".") / "checkpoints"
     last = Path(folder) / "last.ckpt"
     log.info(
-        "\nheld-out perplexity %.2f, masked-token accuracy %.4f\nlast checkpoint: %s\n"
+        "\nheld-out perplexity %.2f, masked-token accuracy %.4f%s\nlast checkpoint: %s\n"
         "fine-tune it: tscratch fit --model.init_from %s",
-        math.exp(float(loss)) if loss is not None else float("nan"),
+        float(perplexity) if perplexity is not None else float("nan"),
         float(acc) if acc is not None else float("nan"),
+        detector,
         last,
         last,
     )

@@ -1,4 +1,5 @@
-"""The masked-LM pretraining task: `TransformerForMaskedLM` plus loss, metrics and optimizer.
+"""The pretraining task: `TransformerForMaskedLM` (BERT's masked LM) or, with `objective
+electra`, `TransformerForReplacedTokenDetection`, plus loss, metrics and optimizer.
 
 As in `ClassificationTask`, `@config_arguments` makes the architecture (`EncoderConfig`) and the
 optimizer (`OptimizerConfig`) flat arguments (`--model.d_model 128`, plain values in checkpoints),
@@ -9,12 +10,14 @@ so its weights are the `model.encoder.*` entries of the checkpoint's state_dict:
 
 The loss and the vocabulary projection run on the masked positions only (`labels != -100`).
 Validation reports the token-weighted mean loss over the held-out slice, its accuracy and
-perplexity = exp(loss).
+perplexity = exp(loss). Under `electra`, `val/loss` is ELECTRA's whole objective, and the
+masked-token accuracy and perplexity are the generator's; `val/rtd_acc` is the share of real
+tokens the discriminator labels right (original or replaced).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -25,6 +28,11 @@ from torchmetrics import MeanMetric
 
 from tscratch.config import EncoderConfig
 from tscratch.data.masking import IGNORE_INDEX
+from tscratch.electra import (
+    TransformerForReplacedTokenDetection,
+    replaced_token_flops,
+    replaced_token_loss,
+)
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
 from tscratch.training.hparams import config_arguments
 from tscratch.training.optim import OptimizerConfig
@@ -47,11 +55,21 @@ class MaskedLMTask(EncoderTask):
         config: EncoderConfig,
         *,
         optim: OptimizerConfig,
+        objective: Literal["mlm", "electra"] = "mlm",
+        generator_layers: int | None = None,
+        discriminator_weight: float = 50.0,
         compile: bool = False,
         activation_checkpointing: bool = False,
     ) -> None:
         """
         Args:
+            objective: `mlm`, BERT's masked LM; or `electra`, replaced-token detection (Clark et
+                al. 2020): a smaller masked-LM generator fills the masked positions and the
+                encoder learns from every token which ones were replaced (tscratch/electra.py).
+            generator_layers: the ELECTRA generator's layers (default: half the encoder's, at
+                least one; same width, shared token embedding).
+            discriminator_weight: weight of the discriminator's loss in ELECTRA's objective (the
+                paper's 50).
             compile: compile the model with torch.compile (slower on small CPUs; see README).
             activation_checkpointing: recompute each encoder block's activations in the backward
                 pass instead of keeping them: less memory for longer sequences or bigger
@@ -59,48 +77,84 @@ class MaskedLMTask(EncoderTask):
         """
         super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
         self.config = config
-        self.model = TransformerForMaskedLM(config)
+        self.objective, self.discriminator_weight = objective, discriminator_weight
+        if objective == "electra":
+            self.model = TransformerForReplacedTokenDetection(config, generator_layers)
+            self.model.generator.encoder.activation_checkpointing = activation_checkpointing
+        else:
+            self.model = TransformerForMaskedLM(config)
         self.model.encoder.activation_checkpointing = activation_checkpointing
         if compile:
             self.model.compile()  # in place: state_dict keys stay those of the plain model
         self.val_loss = MeanMetric()
         self.val_acc = MeanMetric()
+        self.val_mlm_loss = MeanMetric()  # the generator's, under electra
+        self.val_rtd_acc = MeanMetric()
+
+    @classmethod
+    def architecture_keys(cls) -> list[str]:
+        """The encoder's fields, and what shapes the rest of the pretraining model."""
+        return [*super().architecture_keys(), "objective", "generator_layers"]
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, masked: Tensor) -> Tensor:
-        """(N, V) logits at the N `masked` positions of (B, T) ids (see TransformerForMaskedLM)."""
-        return self.model(input_ids, attention_mask, masked)
+        """(N, V) logits at the N `masked` positions of (B, T) ids (see TransformerForMaskedLM);
+        under electra, the generator's."""
+        lm = self.model.generator if self.objective == "electra" else self.model
+        return lm(input_ids, attention_mask, masked)
 
-    def _step(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, int]:
-        """Loss and accuracy over the batch's masked tokens, and their number N."""
-        labels = batch["labels"]
+    def _step(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The loss to train on, the masked-LM loss and accuracy over the batch's masked tokens,
+        and under electra the discriminator's accuracy over its real tokens."""
+        labels, ids, mask = batch["labels"], batch["input_ids"], batch["attention_mask"]
         masked = labels != IGNORE_INDEX  # (B, T)
-        logits = self(batch["input_ids"], batch["attention_mask"], masked)  # (N, V)
-        targets = labels[masked]  # (N,), in the order the logits were gathered
-        loss = F.cross_entropy(logits.float(), targets)
+        targets = labels[masked]  # (N,), in the order the logits are gathered
+        if self.objective == "electra":
+            out = self.model(ids, mask, labels)
+            loss, mlm_loss, _ = replaced_token_loss(out, labels, mask, self.discriminator_weight)
+            real = mask.bool()
+            right = (out.detector_logits.detach() > 0) == out.replaced
+            rtd_acc = right[real].float().mean()
+            logits = out.generator_logits
+        else:
+            logits = self(ids, mask, masked)  # (N, V)
+            loss = mlm_loss = F.cross_entropy(logits.float(), targets)
+            rtd_acc = None
         acc = (logits.detach().argmax(-1) == targets).float().mean()
-        return loss, acc, len(targets)
+        step = {"loss": loss, "mlm_loss": mlm_loss, "mlm_acc": acc, "rtd_acc": rtd_acc}
+        return {k: v for k, v in step.items() if v is not None}
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
-        loss, acc, N = self._step(batch)
-        self.flops_per_batch = 3 * masked_lm_flops(self.config, B, T, N)
-        self.check_finite(loss)
-        self.log("pretrain/loss", loss, prog_bar=True, batch_size=N)
-        self.log("pretrain/mlm_acc", acc, batch_size=N)
-        return loss
+        step = self._step(batch)
+        N = int((batch["labels"] != IGNORE_INDEX).sum())
+        if self.objective == "electra":
+            self.flops_per_batch = 3 * replaced_token_flops(self.model, B, T, N)
+            self.log("pretrain/rtd_acc", step["rtd_acc"], batch_size=N)
+        else:
+            self.flops_per_batch = 3 * masked_lm_flops(self.config, B, T, N)
+        self.check_finite(step["loss"])
+        self.log("pretrain/loss", step["loss"], prog_bar=True, batch_size=N)
+        self.log("pretrain/mlm_acc", step["mlm_acc"], batch_size=N)
+        return step["loss"]
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        loss, acc, N = self._step(batch)
-        self.val_loss.update(loss, N)  # token-weighted over the whole held-out slice
-        self.val_acc.update(acc, N)
+        step = self._step(batch)
+        N = int((batch["labels"] != IGNORE_INDEX).sum())
+        self.val_loss.update(step["loss"], N)  # token-weighted over the whole held-out slice
+        self.val_mlm_loss.update(step["mlm_loss"], N)
+        self.val_acc.update(step["mlm_acc"], N)
+        if "rtd_acc" in step:
+            self.val_rtd_acc.update(step["rtd_acc"], int(batch["attention_mask"].sum()))
 
     def on_validation_epoch_end(self) -> None:
         loss = self.val_loss.compute()  # synced across DDP ranks by torchmetrics
         self.log("val/loss", loss, prog_bar=True)
         self.log("val/mlm_acc", self.val_acc.compute())
-        self.log("val/perplexity", loss.exp(), prog_bar=True)
-        self.val_loss.reset()
-        self.val_acc.reset()
+        self.log("val/perplexity", self.val_mlm_loss.compute().exp(), prog_bar=True)
+        if self.objective == "electra":
+            self.log("val/rtd_acc", self.val_rtd_acc.compute())
+        for metric in (self.val_loss, self.val_acc, self.val_mlm_loss, self.val_rtd_acc):
+            metric.reset()
 
 
 class MaskedPredictions(L.Callback):

@@ -1,0 +1,133 @@
+"""ELECTRA's replaced-token detection: what is shared, what is replaced, where gradients go."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.training.test_masked_lm import V, masked_batch, tiny_task
+from tscratch.config import EncoderConfig
+from tscratch.electra import (
+    TransformerForReplacedTokenDetection,
+    generator_config,
+    replaced_token_flops,
+    replaced_token_loss,
+    sample,
+)
+from tscratch.masked_lm import masked_lm_flops
+from tscratch.model import forward_flops
+
+
+def tiny(**overrides) -> TransformerForReplacedTokenDetection:
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=V, d_model=16, num_heads=2, d_ff=32, num_layers=4, max_len=32, dropout=0.0
+    )
+    return TransformerForReplacedTokenDetection(config, **overrides)
+
+
+@pytest.mark.parametrize(("layers", "asked", "expected"), [(4, None, 2), (1, None, 1), (4, 3, 3)])
+def test_the_generator_has_half_the_layers_unless_asked_and_the_same_width(layers, asked, expected):
+    config = EncoderConfig(vocab_size=V, d_model=16, num_heads=2, d_ff=32, num_layers=layers)
+    made = generator_config(config, asked)
+    assert made.num_layers == expected
+    assert made.replace(num_layers=layers) == config
+
+
+def test_generator_and_discriminator_share_one_token_embedding():
+    model = tiny()
+    shared = model.encoder.tok_emb.weight
+    assert model.generator.encoder.tok_emb.weight is shared
+    assert model.generator.head.decoder.weight is shared
+    assert sum(p is shared for p in model.parameters()) == 1  # one parameter for the optimizer
+
+
+def test_only_masked_positions_change_and_a_sample_equal_to_the_original_is_not_replaced():
+    model = tiny()
+    batch = masked_batch()
+    labels = batch["labels"]
+    masked = labels >= 0
+    with torch.no_grad():  # the generator predicts token 7 with certainty everywhere
+        model.generator.head.bias.fill_(-1e4)
+        model.generator.head.bias[7] = 1e4
+    labels[tuple(masked.nonzero()[0])] = 7  # one masked position whose original is 7
+    out = model(batch["input_ids"], batch["attention_mask"], labels)
+    assert out.replaced.equal(masked & (labels != 7))
+    assert out.generator_logits.shape == (int(masked.sum()), V)
+    assert out.detector_logits.shape == labels.shape
+
+
+def test_samples_follow_the_softmax_of_each_row():
+    logits = torch.tensor([[0.0, 1.0, 2.0, -30.0], [5.0, -30.0, -30.0, -30.0]])
+    drawn = torch.stack([sample(logits, torch.Generator().manual_seed(s)) for s in range(4000)])
+    first = torch.bincount(drawn[:, 0], minlength=4).float() / 4000
+    expected = torch.softmax(logits[0], -1)
+    assert (first - expected).abs().max() < 0.025  # ~4.5 standard errors at 4,000 draws
+    assert drawn[:, 1].eq(0).all()  # a near-certain token is always drawn
+
+
+def test_the_samples_follow_the_generator_seeded():
+    model = tiny()
+    batch = masked_batch()
+    args = (batch["input_ids"], batch["attention_mask"], batch["labels"])
+    first = model(*args, rng=torch.Generator().manual_seed(3)).replaced
+    again = model(*args, rng=torch.Generator().manual_seed(3)).replaced
+    assert first.equal(again)
+    assert not (first & (batch["labels"] < 0)).any()
+
+
+def test_the_detector_loss_reaches_the_generator_only_through_the_shared_embedding():
+    model = tiny()
+    batch = masked_batch()
+    out = model(batch["input_ids"], batch["attention_mask"], batch["labels"])
+    _, _, detector_loss = replaced_token_loss(out, batch["labels"], batch["attention_mask"], 50.0)
+    detector_loss.backward()
+    generator_only = [
+        name
+        for name, p in model.generator.named_parameters()
+        if p is not model.encoder.tok_emb.weight and p.grad is not None and p.grad.any()
+    ]
+    assert generator_only == []  # the samples carry no gradient back
+    assert model.encoder.tok_emb.weight.grad.any()
+    assert model.encoder.layers[0].attn.qkv.weight.grad.any()
+
+
+def test_the_loss_is_the_generators_plus_weighted_detection_over_real_tokens_only():
+    model = tiny()
+    batch = masked_batch()
+    labels, mask = batch["labels"], batch["attention_mask"]
+    out = model(batch["input_ids"], mask, labels)
+    total, generator_loss, detector_loss = replaced_token_loss(out, labels, mask, 50.0)
+    assert torch.allclose(total, generator_loss + 50.0 * detector_loss)
+    padded = out.detector_logits.masked_fill(~mask, 1e4)  # padding's logits do not count
+    again = replaced_token_loss(out._replace(detector_logits=padded), labels, mask, 50.0)
+    assert again[2].equal(detector_loss)
+    reference = torch.nn.functional.binary_cross_entropy_with_logits(
+        out.detector_logits[mask], out.replaced[mask].float()
+    )
+    assert torch.allclose(detector_loss, reference)
+
+
+def test_flops_count_generator_discriminator_and_detector():
+    model = tiny()
+    D = 16
+    expected = (
+        masked_lm_flops(model.generator.config, 4, 16, 10)
+        + forward_flops(model.config, 4, 16)
+        + 4 * 16 * (2 * D * D + 2 * D)
+    )
+    assert replaced_token_flops(model, 4, 16, 10) == expected
+
+
+def test_the_task_trains_on_the_objective_and_keeps_the_discriminator_as_its_encoder():
+    task = tiny_task(objective="electra")
+    batch = masked_batch()
+    step = task._step(batch)
+    assert set(step) == {"loss", "mlm_loss", "mlm_acc", "rtd_acc"}
+    assert step["loss"] > step["mlm_loss"]
+    assert task.model.encoder.config.num_layers == 2
+    assert task.model.generator.config.num_layers == 1
+    assert {"objective", "generator_layers"} <= set(task.architecture_keys())
+    keys = task.state_dict().keys()
+    assert any(k.startswith("model.encoder.layers.1.") for k in keys)
+    assert not any(k.startswith("model.generator.encoder.layers.1.") for k in keys)
