@@ -21,6 +21,7 @@ from tscratch.data.pretraining import PretrainingTextData
 from tscratch.masked_lm import masked_lm_flops
 from tscratch.model import TransformerEncoder, forward_flops
 from tscratch.training.checkpointing import LatestCheckpoint
+from tscratch.training.init_from import resolve_init_source
 from tscratch.training.masked_lm import MaskedLMTask
 from tscratch.training.optim import parameter_groups
 
@@ -190,3 +191,10 @@ def test_mid_epoch_resume_is_bitwise_exact(tmp_path, single_thread, objective):
     got = model.state_dict()
     assert got.keys() == expected.keys()
     assert not [k for k in expected if not torch.equal(got[k], expected[k])]
+
+    # What fine-tuning starts from is the encoder (under electra, the discriminator), exactly.
+    source = resolve_init_source(str(last.parent / "last.ckpt"))
+    encoder = model.model.encoder.state_dict()
+    assert source.encoder_state.keys() == encoder.keys()
+    assert all(torch.equal(source.encoder_state[k], encoder[k]) for k in encoder)
+    assert source.config.num_layers == 2
