@@ -20,11 +20,13 @@ LAYERS = {
     "lab": 5,  # experiments on the training side, run by cli/lab.py; may read cli's configs
     "baseline": 4,  # the TF-IDF bar (scripts): reads the splits and the CJK ranges (data)
     "configs": 1,  # the packaged YAML files and their names: read by cli and lab
+    "electra": 3,  # like masked_lm, which it builds on: it may import masked_lm and model
     "__main__": 6,  # `python -m tscratch`: the console command, above everything
 }  # fmt: skip
 # Same rank, kept apart: the data side knows nothing of the model side and vice versa.
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}
 APART |= {("data", "masked_lm"), ("masked_lm", "data")}
+APART |= {("data", "electra"), ("electra", "data")}
 APART |= {("data", "seq2seq"), ("seq2seq", "data")}
 # An exported folder loads without Lightning: the exporter never imports the training side.
 APART |= {("export", "training")}

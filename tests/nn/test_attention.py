@@ -13,6 +13,7 @@ from torch import nn
 from tscratch.nn.attention import (
     AUTO_POLICY,
     MultiHeadAttention,
+    _explicit_attention,
     merge_mask_and_bias,
     scaled_dot_product_attention,
     use_explicit,
@@ -320,3 +321,13 @@ def test_prepared_mask_in_another_dtype_keeps_masked_entries_finite() -> None:
     assert bf16.bias.dtype == torch.bfloat16 and torch.isfinite(bf16.bias).all()
     assert torch.all(bf16.bias[1, :, :, 2:] == torch.finfo(torch.bfloat16).min)
     assert prepared.in_dtype(torch.float32) is prepared
+
+
+def test_explicit_scores_are_scaled_before_the_product_so_fp16_does_not_overflow():
+    # q . k = 16 * 70 * 70 = 78,400 passes fp16's 65,504; scaled first it is 19,600.
+    q = torch.full((1, 1, 2, 16), 70.0)
+    v = torch.randn(1, 1, 2, 16, generator=torch.Generator().manual_seed(0))
+    out, _ = _explicit_attention(q.half(), q.half(), v.half(), None, None, 0.0)
+    assert torch.isfinite(out).all()
+    reference = F.scaled_dot_product_attention(q, q, v)
+    torch.testing.assert_close(out.float(), reference, atol=2e-3, rtol=2e-3)

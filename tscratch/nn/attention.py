@@ -155,7 +155,9 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: AttentionMask, dropo
 def _explicit_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, dropout_p: float
 ) -> tuple[Tensor, Tensor]:
-    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, T, S)
+    # Scaled before the product, as the fused kernels do: in fp16, q @ k^T of large activations
+    # could pass 65,504 before a scaling after it brought it back.
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)  # (B, H, T, S)
     if bias is not None:
         scores = scores + bias
     if mask is not None:
