@@ -6,16 +6,15 @@ import pytest
 import torch
 
 from tests.training.test_masked_lm import V, masked_batch, tiny_task
+from tscratch import electra
 from tscratch.config import EncoderConfig
 from tscratch.electra import (
     TransformerForReplacedTokenDetection,
     generator_config,
-    replaced_token_flops,
     replaced_token_loss,
     sample,
 )
-from tscratch.masked_lm import masked_lm_flops
-from tscratch.model import forward_flops
+from tscratch.errors import UserError
 
 
 def tiny(**overrides) -> TransformerForReplacedTokenDetection:
@@ -34,12 +33,39 @@ def test_the_generator_has_half_the_layers_unless_asked_and_the_same_width(layer
     assert made.replace(num_layers=layers) == config
 
 
+@pytest.mark.parametrize("asked", [0, 5])
+def test_a_generator_deeper_than_the_encoder_or_empty_is_one_line(asked):
+    config = EncoderConfig(vocab_size=V, d_model=16, num_heads=2, d_ff=32, num_layers=4)
+    with pytest.raises(UserError, match=rf"^--model.generator_layers \({asked}\) must be from 1 "
+                       r"to the encoder's num_layers \(4\)"):  # fmt: skip
+        generator_config(config, asked)
+    with pytest.raises(UserError, match=r"generator_layers 2 is for --model.objective electra"):
+        tiny_task(generator_layers=2)  # objective mlm
+
+
 def test_generator_and_discriminator_share_one_token_embedding():
     model = tiny()
     shared = model.encoder.tok_emb.weight
     assert model.generator.encoder.tok_emb.weight is shared
     assert model.generator.head.decoder.weight is shared
     assert sum(p is shared for p in model.parameters()) == 1  # one parameter for the optimizer
+
+
+def test_samples_land_on_the_masked_positions_in_order_and_the_rest_stays(monkeypatch):
+    model = tiny()
+    batch = masked_batch()
+    ids, labels = batch["input_ids"], batch["labels"]
+    masked = labels >= 0
+    N = int(masked.sum())
+    drawn = (torch.arange(N) % (V - 5)) + 5  # a distinct, known token per masked row
+    monkeypatch.setattr(electra, "sample", lambda logits, rng=None: drawn)
+    seen = []
+    model.encoder.register_forward_pre_hook(lambda m, args: seen.append(args[0].clone()))
+    out = model(ids, batch["attention_mask"], labels)
+    (corrupted,) = seen
+    assert corrupted[masked].equal(drawn)  # row-major, as the generator's rows were gathered
+    assert corrupted[~masked].equal(ids[~masked])
+    assert out.replaced.equal(masked & (corrupted != labels))
 
 
 def test_only_masked_positions_change_and_a_sample_equal_to_the_original_is_not_replaced():
@@ -66,14 +92,27 @@ def test_samples_follow_the_softmax_of_each_row():
     assert drawn[:, 1].eq(0).all()  # a near-certain token is always drawn
 
 
-def test_the_samples_follow_the_generator_seeded():
-    model = tiny()
+def test_a_seed_fixes_the_samples_and_another_seed_changes_them():
+    logits = torch.zeros(30, V)  # uniform: 30 draws from 50 tokens
+    first = sample(logits, torch.Generator().manual_seed(3))
+    assert first.equal(sample(logits, torch.Generator().manual_seed(3)))
+    assert not first.equal(sample(logits, torch.Generator().manual_seed(4)))
+
+
+def test_the_lowest_draw_skips_tokens_of_probability_zero(monkeypatch):
+    monkeypatch.setattr(torch, "rand", lambda *shape, **kw: torch.zeros(*shape))  # u = 0
+    assert sample(torch.tensor([[-1e4, -1e4, 0.0, 0.0]])).item() == 2
+
+
+def test_validation_samples_the_same_every_time_and_leaves_trainings_stream_alone():
+    task = tiny_task(objective="electra").eval()
     batch = masked_batch()
-    args = (batch["input_ids"], batch["attention_mask"], batch["labels"])
-    first = model(*args, rng=torch.Generator().manual_seed(3)).replaced
-    again = model(*args, rng=torch.Generator().manual_seed(3)).replaced
-    assert first.equal(again)
-    assert not (first & (batch["labels"] < 0)).any()
+    task.on_validation_epoch_start()
+    state = torch.get_rng_state()
+    first = task._step(batch)["loss"]
+    task.on_validation_epoch_start()
+    assert task._step(batch)["loss"].equal(first)
+    assert torch.get_rng_state().equal(state)
 
 
 def test_the_detector_loss_reaches_the_generator_only_through_the_shared_embedding():
@@ -87,7 +126,7 @@ def test_the_detector_loss_reaches_the_generator_only_through_the_shared_embeddi
         for name, p in model.generator.named_parameters()
         if p is not model.encoder.tok_emb.weight and p.grad is not None and p.grad.any()
     ]
-    assert generator_only == []  # the samples carry no gradient back
+    assert generator_only == []  # the samples are ids: no path back to the generator
     assert model.encoder.tok_emb.weight.grad.any()
     assert model.encoder.layers[0].attn.qkv.weight.grad.any()
 
@@ -108,23 +147,11 @@ def test_the_loss_is_the_generators_plus_weighted_detection_over_real_tokens_onl
     assert torch.allclose(detector_loss, reference)
 
 
-def test_flops_count_generator_discriminator_and_detector():
-    model = tiny()
-    D = 16
-    expected = (
-        masked_lm_flops(model.generator.config, 4, 16, 10)
-        + forward_flops(model.config, 4, 16)
-        + 4 * 16 * (2 * D * D + 2 * D)
-    )
-    assert replaced_token_flops(model, 4, 16, 10) == expected
-
-
 def test_the_task_trains_on_the_objective_and_keeps_the_discriminator_as_its_encoder():
     task = tiny_task(objective="electra")
     batch = masked_batch()
     step = task._step(batch)
     assert set(step) == {"loss", "mlm_loss", "mlm_acc", "rtd_acc"}
-    assert step["loss"] > step["mlm_loss"]
     assert task.model.encoder.config.num_layers == 2
     assert task.model.generator.config.num_layers == 1
     assert {"objective", "generator_layers"} <= set(task.architecture_keys())

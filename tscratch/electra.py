@@ -8,11 +8,16 @@ paper's small models gain most per unit of compute (ELECTRA-Small 79.9 GLUE agai
 a BERT-Small trained with the same compute, their Table 1), which is the regime of a 2-core CPU
 and a training split of a few thousand texts.
 
-As in the paper, the generator is smaller than the discriminator (here fewer layers, the same
-width), the two share their token embedding, the sampled tokens carry no gradient back to the
-generator, and the loss is the generator's masked-LM loss plus `discriminator_weight` (50)
-times the discriminator's per-token binary loss over real tokens. A sampled token that equals
-the original counts as original.
+As in the paper, the generator is smaller than the discriminator, the two share their token
+embedding, the sampled tokens carry no gradient back to the generator, and the loss is the
+generator's masked-LM loss plus `discriminator_weight` (50) times the discriminator's per-token
+binary loss over real tokens. A sampled token that equals the original counts as original.
+Where this differs from the paper: the generator is smaller by depth (half the layers, the same
+width) where the paper's are narrower (a quarter to half the width worked best, their Figure
+3), so the embedding is shared without a projection; position and token-type tables are not
+shared (the recipe's ALiBi has none); and the generator's input is corrupted as BERT's is
+(`tscratch.data.masking`: 80% [MASK], 10% random, 10% kept) where the paper's code keeps 15%
+and replaces none at random.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tscratch.config import EncoderConfig
+from tscratch.errors import UserError
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
 from tscratch.model import TransformerEncoder, forward_flops
 
@@ -41,9 +47,13 @@ class ReplacedTokenOutput(NamedTuple):
 
 def generator_config(config: EncoderConfig, layers: int | None = None) -> EncoderConfig:
     """The generator's architecture: the discriminator's, with ``layers`` layers (default half
-    of its layers, at least one). The width stays, so the two can share a token embedding; half
-    the depth is within the quarter-to-half of the discriminator's size the paper found best."""
+    of its layers, at least one). The width stays, so the two can share a token embedding."""
     layers = max(1, config.num_layers // 2) if layers is None else layers
+    if not 1 <= layers <= config.num_layers:
+        raise UserError(
+            f"--model.generator_layers ({layers}) must be from 1 to the encoder's num_layers "
+            f"({config.num_layers}): the generator is the smaller model"
+        )
     return config.replace(num_layers=layers)
 
 
@@ -56,7 +66,8 @@ def sample(logits: Tensor, rng: torch.Generator | None = None) -> Tensor:
     """
     cdf = F.softmax(logits.float(), dim=-1).cumsum(-1)  # (N, V), last column ~1
     u = torch.rand(len(cdf), 1, generator=rng, device=cdf.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u).squeeze(1).clamp_(max=cdf.shape[1] - 1)
+    # right=True: u = 0 lands after any leading zero-probability tokens, not on them.
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=cdf.shape[1] - 1)
 
 
 class TransformerForReplacedTokenDetection(nn.Module):

@@ -144,6 +144,10 @@ def test_the_teacher_runs_on_the_device_it_is_given_even_beside_a_gpu(world, mon
     TeacherModel(str(world["teacher"])).logits(lambda mask: ["bank"], ["money", "sport", "tech"])
     assert devices == ["cpu"]
     assert teacher_module.autocast_dtype("mps") is None
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert teacher_module.autocast_dtype("cuda:1") is torch.float16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert teacher_module.autocast_dtype("cuda") is torch.bfloat16
     assert teacher_module.autocast_dtype("cpu") is None  # no native bf16 (patched above)
 
 

@@ -94,6 +94,16 @@ def test_pretrain_tokens_sets_the_stages_budget_and_must_be_positive():
         fit_recipe.pretrain_command(config, _profile(450, 1778))
 
 
+def test_pretrain_objective_reaches_the_stage_and_the_default_adds_no_flag():
+    config = _config()
+    default = fit_recipe.pretrain_command(config, _profile(450, 1778))
+    assert "--model.objective" not in default  # so the default stage keeps its folder
+    config.pretrain_objective = "electra"
+    electra = fit_recipe.pretrain_command(config, _profile(450, 1778))
+    assert electra[electra.index("--model.objective") + 1] == "electra"
+    assert [f for f in electra if f != "--model.objective" and f != "electra"] == default
+
+
 def test_a_stage_folder_follows_its_command():
     root = Path("runs")
     one = stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "0"])

@@ -324,10 +324,12 @@ def test_prepared_mask_in_another_dtype_keeps_masked_entries_finite() -> None:
 
 
 def test_explicit_scores_are_scaled_before_the_product_so_fp16_does_not_overflow():
-    # q . k = 16 * 70 * 70 = 78,400 passes fp16's 65,504; scaled first it is 19,600.
+    # q . k = +-16 * 70 * 70 = +-78,400 passes fp16's 65,504; scaled first it is +-19,600, and
+    # all the weight goes to the first key.
     q = torch.full((1, 1, 2, 16), 70.0)
+    k = torch.stack([q[0, 0, 0], -q[0, 0, 0]])[None, None]  # (1, 1, 2, 16)
     v = torch.randn(1, 1, 2, 16, generator=torch.Generator().manual_seed(0))
-    out, _ = _explicit_attention(q.half(), q.half(), v.half(), None, None, 0.0)
+    out, _ = _explicit_attention(q.half(), k.half(), v.half(), None, None, 0.0)
     assert torch.isfinite(out).all()
-    reference = F.scaled_dot_product_attention(q, q, v)
+    reference = F.scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(out.float(), reference, atol=2e-3, rtol=2e-3)

@@ -257,9 +257,10 @@ def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]
     for name in ARCHITECTURE:
         if model.get(name) is not None:
             flags += [f"--model.{name}", _flag_value(model[name])]
+    flags += ["--model.position", "alibi", "--trainer.max_epochs", str(epochs)]
     objective = config.get("pretrain_objective") or PRETRAIN_OBJECTIVE
-    flags += ["--model.position", "alibi", "--model.objective", objective]
-    flags += ["--trainer.max_epochs", str(epochs)]
+    if objective != PRETRAIN_OBJECTIVE:  # the default's command, and so its folder, unchanged
+        flags += ["--model.objective", objective]
     return ["pretrain", *flags, *trainer_flags(config)]
 
 

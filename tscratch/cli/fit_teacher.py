@@ -3,10 +3,11 @@
 `TeacherModel` is the `tscratch.data.transfer.Teacher` the data module asks for logits. It opens
 SOURCE (whatever `open_classifier` opens: a `.ckpt`, an exported folder or its ONNX file) only
 when the logits are not cached, runs it longest text first in batches of similar length
-(`tscratch.cli.predict_logits`) under bf16 autocast where the CPU has native bf16 (fp32
-otherwise, where bf16 is emulated and slow; on CUDA when there is a GPU), and lets it go before
-the student trains. Its `key` is a hash of SOURCE's bytes (for a folder: its weights, config
-and tokenizer files), so a retrained teacher at the same path gets new logits.
+(`tscratch.cli.predict_logits`) on the device the run trains on, under bf16 autocast where that
+device has native bf16 (fp16 on a CUDA device without it; fp32 on a CPU without it, where bf16
+is emulated and slow), and lets it go before the student trains. Its `key` is a hash of
+SOURCE's bytes (for a folder: its weights, config and tokenizer files), so a retrained teacher
+at the same path gets new logits.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from tscratch.electra import (
     replaced_token_flops,
     replaced_token_loss,
 )
+from tscratch.errors import UserError
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
 from tscratch.training.hparams import config_arguments
 from tscratch.training.optim import OptimizerConfig
@@ -40,7 +41,8 @@ from tscratch.training.task import EncoderTask
 
 
 class MaskedLMTask(EncoderTask):
-    """Pretrain the hand-written Transformer encoder as a masked language model (BERT's MLM).
+    """Pretrain the hand-written Transformer encoder as a masked language model (BERT's MLM), or
+    with `objective electra` as ELECTRA's discriminator.
 
     The architecture and optimizer arguments are the fields of the configs named in
     `@config_arguments` (`EncoderConfig`, `OptimizerConfig`, with a higher peak and a shorter
@@ -78,6 +80,12 @@ class MaskedLMTask(EncoderTask):
         super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
         self.config = config
         self.objective, self.discriminator_weight = objective, discriminator_weight
+        self.sampler_rng: torch.Generator | None = None  # validation's own samples
+        if objective != "electra" and generator_layers is not None:
+            raise UserError(
+                f"--model.generator_layers {generator_layers} is for --model.objective electra; "
+                "drop it or pass --model.objective electra"
+            )
         if objective == "electra":
             self.model = TransformerForReplacedTokenDetection(config, generator_layers)
             self.model.generator.encoder.activation_checkpointing = activation_checkpointing
@@ -93,8 +101,9 @@ class MaskedLMTask(EncoderTask):
 
     @classmethod
     def architecture_keys(cls) -> list[str]:
-        """The encoder's fields, and what shapes the rest of the pretraining model."""
-        return [*super().architecture_keys(), "objective", "generator_layers"]
+        """The encoder's fields, and what shapes the rest of the pretraining model and its loss."""
+        return [*super().architecture_keys(), "objective", "generator_layers",
+                "discriminator_weight"]  # fmt: skip
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, masked: Tensor) -> Tensor:
         """(N, V) logits at the N `masked` positions of (B, T) ids (see TransformerForMaskedLM);
@@ -109,7 +118,7 @@ class MaskedLMTask(EncoderTask):
         masked = labels != IGNORE_INDEX  # (B, T)
         targets = labels[masked]  # (N,), in the order the logits are gathered
         if self.objective == "electra":
-            out = self.model(ids, mask, labels)
+            out = self.model(ids, mask, labels, rng=None if self.training else self.sampler_rng)
             loss, mlm_loss, _ = replaced_token_loss(out, labels, mask, self.discriminator_weight)
             real = mask.bool()
             right = (out.detector_logits.detach() > 0) == out.replaced
@@ -129,13 +138,20 @@ class MaskedLMTask(EncoderTask):
         N = int((batch["labels"] != IGNORE_INDEX).sum())
         if self.objective == "electra":
             self.flops_per_batch = 3 * replaced_token_flops(self.model, B, T, N)
-            self.log("pretrain/rtd_acc", step["rtd_acc"], batch_size=N)
+            real = int(batch["attention_mask"].sum())
+            self.log("pretrain/rtd_acc", step["rtd_acc"], batch_size=real)
         else:
             self.flops_per_batch = 3 * masked_lm_flops(self.config, B, T, N)
         self.check_finite(step["loss"])
         self.log("pretrain/loss", step["loss"], prog_bar=True, batch_size=N)
         self.log("pretrain/mlm_acc", step["mlm_acc"], batch_size=N)
         return step["loss"]
+
+    def on_validation_epoch_start(self) -> None:
+        """Under electra, validation samples from its own generator, seeded the same every time:
+        its figures compare across epochs, and training's random stream is left untouched."""
+        if self.objective == "electra":
+            self.sampler_rng = torch.Generator(self.device).manual_seed(0)
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         step = self._step(batch)
