@@ -22,7 +22,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.baseline import tfidf_scores
-from tscratch.cli import fit
+from tscratch.cli import fit_report
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.export import export
@@ -136,7 +136,7 @@ def _mixed_rows() -> list[dict]:
 
 
 def _summary(bar: BaselineBar, acc: float, caplog, tmp_path: Path) -> str:
-    """fit's `_summary` of a trainer holding `bar`, without training."""
+    """fit's `summary` of a trainer holding `bar`, without training."""
     trainer = SimpleNamespace(
         callback_metrics={"test/acc": torch.tensor(acc), "test/f1": torch.tensor(acc)},
         log_dir=str(tmp_path / "version_0"),
@@ -146,7 +146,7 @@ def _summary(bar: BaselineBar, acc: float, caplog, tmp_path: Path) -> str:
         callbacks=[bar],
     )
     with caplog.at_level(logging.INFO, logger="tscratch"):
-        fit._summary(trainer, "best.ckpt")
+        fit_report.summary(trainer, "best.ckpt")
     return caplog.text
 
 

@@ -46,29 +46,26 @@ import lightning as L
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
 from tscratch.cli.fit_auto import choose_auto_settings, wanted_options
 from tscratch.cli.fit_pairs import settle_token_types
 from tscratch.cli.fit_recipe import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS, RECIPES, settle_recipe
+from tscratch.cli.fit_report import baseline_bar, log_final_metrics, summary
+from tscratch.cli.fit_resume import RUNS, resolve_ckpt_path
 from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
 from tscratch.cli.fit_teacher import TeacherModel, settle_teacher_options
 from tscratch.cli.launch import build_cli, console
 from tscratch.cli.stages import StageInterrupted
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
-from tscratch.errors import MissingFile, UserError, report
+from tscratch.errors import UserError, report
 from tscratch.pretrained import Pretrained
 from tscratch.training.baseline_bar import BaselineBar
 from tscratch.training.callbacks import GracefulStop, resume_command
 from tscratch.training.checkpointing import (
-    RESUME_KEYS,
-    CheckpointError,
     LatestCheckpoint,
     SafeCheckpointIO,
-    newest_valid_checkpoint,
-    read_checkpoint,
 )
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.init_from import adopt_architecture, resolve_init_source
@@ -77,7 +74,6 @@ from tscratch.training.precision import default_precision
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
-RUNS = "lightning_logs"
 
 
 class TScratchCLI(LightningCLI):
@@ -252,40 +248,6 @@ class TScratchCLI(LightningCLI):
             )
 
 
-def resolve_ckpt_path(
-    ckpt_path: str | None, root: Path
-) -> tuple[str | None, int | None, dict[str, Any] | None]:
-    """Turn `--ckpt_path` into a file, the run version to keep logging into, and the checkpoint
-    itself (read and verified once, then handed to the Trainer)."""
-    if ckpt_path is None:
-        return None, None, None
-    if ckpt_path == "last":
-        # Any run's checkpoint, newest first, skipping broken ones (warned): a torn or corrupt
-        # last.ckpt falls back to the run's best-*.ckpt or an older run's last.ckpt.
-        candidates = list(root.glob(f"{RUNS}/version_*/checkpoints/*.ckpt"))
-        found = newest_valid_checkpoint(candidates)
-        if found is None:
-            if candidates:
-                raise CheckpointError(
-                    f"--ckpt_path last: none of the {len(candidates)} checkpoints under "
-                    f"{root / RUNS} can be resumed (see the warnings above)"
-                )
-            log.info("no checkpoint under %s yet: starting a new run", root / RUNS)
-            return None, None, None
-        path, state = found
-    else:
-        path = Path(ckpt_path)
-        if not path.is_file():
-            raise MissingFile(f"--ckpt_path {ckpt_path}: no such file; pass a .ckpt path or 'last'")
-        state = read_checkpoint(path, keys=RESUME_KEYS)  # one line if it cannot resume
-    log.info("resuming from %s (epoch %d, step %d)", path, state["epoch"], state["global_step"])
-    run = path.parent.parent
-    version = None
-    if run.parent.name == RUNS and run.name.startswith("version_"):
-        version = int(run.name.removeprefix("version_"))
-    return str(path), version, state
-
-
 def trainer_defaults(extra_callbacks: list[L.Callback] | None = None) -> dict[str, Any]:
     """What every run gets unless its config says otherwise; `extra_callbacks` are appended."""
     return {
@@ -337,58 +299,11 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
             trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)
-            _log_final_metrics(trainer)
-            _summary(trainer, best)
+            log_final_metrics(trainer)
+            summary(trainer, best)
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     except StageInterrupted as stop:
         log.info("%s; continue the run: %s", stop, resume_command())
         return stop.code
     return 0
-
-
-def baseline_bar(trainer: L.Trainer) -> BaselineBar | None:
-    """The trainer's `BaselineBar` callback, if it has one."""
-    return next((cb for cb in trainer.callbacks if isinstance(cb, BaselineBar)), None)
-
-
-def _log_final_metrics(trainer) -> None:
-    """Log the run's final figures as hp/ metrics (TensorBoard shows them in its HPARAMS tab):
-    best validation accuracy, test accuracy and F1, and the TF-IDF bar's test accuracy and F1.
-    Any logger takes them."""
-    metrics = trainer.callback_metrics
-    final = {"hp/test_acc": metrics.get("test/acc"), "hp/test_f1": metrics.get("test/f1")}
-    for name in ("acc", "f1"):
-        final[f"hp/baseline_{name}"] = metrics.get(f"test/baseline_{name}")
-    final["hp/best_val_acc"] = trainer.checkpoint_callback.best_model_score
-    final = {k: float(v) for k, v in final.items() if v is not None}
-    for logger in trainer.loggers:
-        logger.log_metrics(final, step=trainer.global_step)
-        logger.save()
-
-
-def _summary(trainer, best: str | None) -> None:
-    metrics = trainer.callback_metrics
-    acc, f1 = metrics.get("test/acc"), metrics.get("test/f1")
-    log_dir = Path(trainer.log_dir or ".")
-    last = trainer.checkpoint_callback.dirpath or log_dir / "checkpoints"
-    if isinstance(trainer.logger, TensorBoardLogger):
-        see = f"see the run: tensorboard --logdir {log_dir.parent}"
-    else:
-        see = f"logs: {log_dir}"
-    multi = getattr(trainer.lightning_module, "multi_label", None) is not None
-    bar = baseline_bar(trainer)
-    beside, verdict = "", None
-    if bar is not None:
-        beside, verdict = bar.beside(), bar.verdict(None if acc is None else float(acc))
-    log.info(
-        "\ntest %s %.4f, macro-F1 %.4f%s\n%sbest checkpoint: %s\nlast checkpoint: %s\n%s",
-        "exact match (multi-label, tuned thresholds)" if multi else "accuracy",
-        float(acc) if acc is not None else float("nan"),
-        float(f1) if f1 is not None else float("nan"),
-        beside,
-        f"{verdict}\n" if verdict else "",
-        best,
-        Path(last) / "last.ckpt",
-        see,
-    )
