@@ -22,7 +22,7 @@ Peak memory comes from a fresh subprocess per (implementation, cell) (`--worker`
 growth after the batch is built on CPU, `torch.cuda.max_memory_allocated` on CUDA.
 FLOPs are counted analytically on the padded batch by `tscratch.model.forward_flops` (matmuls
 2mnk, attention QK^T and AV 4*B*T^2*D per layer, the head included, training = 3x forward) and
-divided by `tscratch.training.throughput.measured_matmul_peak` measured in the same run: the
+divided by `tscratch.peak.measured_matmul_peak` measured in the same run: the
 count and peak the training logs use for MFU.
 
 Default batch sizes: training B = 16 for T <= 256, else B = 4096 // T; inference B = 16 for

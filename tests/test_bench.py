@@ -15,7 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tscratch import EncoderConfig, TransformerClassifier
 from tscratch.model import forward_flops
-from tscratch.training.throughput import measured_matmul_peak
+from tscratch.peak import measured_matmul_peak
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
 IMPLS = {"tscratch", "explicit", "torch"}

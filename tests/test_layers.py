@@ -20,6 +20,7 @@ LAYERS = {
     "lab": 5,  # experiments on the training side, run by cli/lab.py; may read cli's configs
     "baseline": 4,  # the TF-IDF bar (scripts): reads the splits and the CJK ranges (data)
     "configs": 1,  # the packaged YAML files and their names: read by cli and lab
+    "peak": 1,  # a device's measured matmul peak: torch only, no Lightning (scripts/bench.py)
     "electra": 3,  # like masked_lm, which it builds on: it may import masked_lm and model
     "__main__": 6,  # `python -m tscratch`: the console command, above everything
 }  # fmt: skip

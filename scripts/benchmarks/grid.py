@@ -1,7 +1,7 @@
 """The (mode, T, precision) grid: timing in this process, memory in subprocesses, FLOP/s.
 
 FLOPs come from `tscratch.model.forward_flops` on the padded batch, head included (training =
-3x forward), and are divided by `tscratch.training.throughput.measured_matmul_peak`, measured
+3x forward), and are divided by `tscratch.peak.measured_matmul_peak`, measured
 in the same run: the same count and peak the training logs use for MFU.
 """
 
@@ -17,7 +17,7 @@ from benchmarks.models import Cell, Shape, encoder_config
 from benchmarks.report import cell_ratios, log, machine_info, target_results
 from benchmarks.timing import DTYPES, time_cell
 from tscratch.model import forward_flops
-from tscratch.training.throughput import measured_matmul_peak
+from tscratch.peak import measured_matmul_peak
 
 
 def default_batch_size(mode: str, seq_len: int) -> int:

@@ -63,7 +63,7 @@ def test_a_tied_gradient_is_the_sum_of_both_uses_and_moves_both_names():
         untied.model.encoder.tok_emb.weight.clone()
     )
     for module in (task, untied):
-        module._step(batch)["loss"].backward()
+        module._step(batch).loss.backward()
     emb, dec = untied.model.encoder.tok_emb.weight.grad, untied.model.head.decoder.weight.grad
     torch.testing.assert_close(task.model.encoder.tok_emb.weight.grad, emb + dec)
 
@@ -80,9 +80,10 @@ def test_head_runs_on_masked_rows_only_and_loss_matches_full_vocabulary_referenc
     shapes = []
     task.model.head.register_forward_hook(lambda m, args, out: shapes.append(args[0].shape))
     step = task._step(batch)
-    loss, acc = step["loss"], step["mlm_acc"]
+    loss, acc = step.loss, step.mlm_acc
     N = int((batch["labels"] != IGNORE_INDEX).sum())
-    assert shapes == [(N, 16)] and set(step) == {"loss", "mlm_loss", "mlm_acc"}
+    assert shapes == [(N, 16)] and step.masked == N
+    assert step.rtd_acc is None and step.mlm_loss is step.loss
 
     full = task.model(batch["input_ids"], batch["attention_mask"])  # (B, T, V) every position
     reference = F.cross_entropy(full.reshape(-1, V), batch["labels"].reshape(-1), ignore_index=-100)

@@ -69,6 +69,7 @@ from tscratch.training.checkpointing import (
 )
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.init_from import adopt_architecture, resolve_init_source
+from tscratch.training.masked_lm import Objective
 from tscratch.training.pictures import ValidationPictures
 from tscratch.training.precision import default_precision
 from tscratch.training.throughput import TokenThroughput
@@ -175,7 +176,7 @@ class TScratchCLI(LightningCLI):
             )
             parser.add_argument(
                 "--pretrain_objective",
-                type=Literal["mlm", "electra"],
+                type=Objective,
                 default=PRETRAIN_OBJECTIVE,
                 help="The pretrain recipe's objective: mlm (BERT's masked LM) or electra "
                 "(replaced-token detection, which learns from every token; docs/training.md).",

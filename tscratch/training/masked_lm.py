@@ -17,7 +17,7 @@ tokens the discriminator labels right (original or replaced).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import lightning as L
 import torch
@@ -39,6 +39,23 @@ from tscratch.training.hparams import config_arguments
 from tscratch.training.optim import OptimizerConfig
 from tscratch.training.task import EncoderTask
 
+Objective = Literal["mlm", "electra"]
+"""Pretraining objectives: BERT's masked LM, ELECTRA's replaced-token detection."""
+
+
+class MaskedLMStep(NamedTuple):
+    """One batch's figures, and the counts they are averages over."""
+
+    loss: Tensor
+    mlm_loss: Tensor
+    mlm_acc: Tensor
+    masked: int
+    """N, the masked tokens (the masked-LM loss and accuracy average over them)."""
+    rtd_acc: Tensor | None = None
+    """Under electra, the discriminator's accuracy over the real tokens."""
+    real: int = 0
+    """Under electra, the real (non-padding) tokens."""
+
 
 class MaskedLMTask(EncoderTask):
     """Pretrain the hand-written Transformer encoder as a masked language model (BERT's MLM), or
@@ -57,7 +74,7 @@ class MaskedLMTask(EncoderTask):
         config: EncoderConfig,
         *,
         optim: OptimizerConfig,
-        objective: Literal["mlm", "electra"] = "mlm",
+        objective: Objective = "mlm",
         generator_layers: int | None = None,
         discriminator_weight: float = 50.0,
         compile: bool = False,
@@ -111,41 +128,39 @@ class MaskedLMTask(EncoderTask):
         lm = self.model.generator if self.objective == "electra" else self.model
         return lm(input_ids, attention_mask, masked)
 
-    def _step(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def _step(self, batch: dict[str, Tensor]) -> MaskedLMStep:
         """The loss to train on, the masked-LM loss and accuracy over the batch's masked tokens,
-        and under electra the discriminator's accuracy over its real tokens."""
+        and under electra the discriminator's accuracy over its real tokens, with the counts
+        each is averaged over (gathering the targets syncs with the device once anyway)."""
         labels, ids, mask = batch["labels"], batch["input_ids"], batch["attention_mask"]
         masked = labels != IGNORE_INDEX  # (B, T)
         targets = labels[masked]  # (N,), in the order the logits are gathered
+        rtd_acc, real = None, 0
         if self.objective == "electra":
             out = self.model(ids, mask, labels, rng=None if self.training else self.sampler_rng)
             loss, mlm_loss, _ = replaced_token_loss(out, labels, mask, self.discriminator_weight)
-            real = mask.bool()
+            is_real = mask.bool()
             right = (out.detector_logits.detach() > 0) == out.replaced
-            rtd_acc = right[real].float().mean()
+            rtd_acc, real = right[is_real].float().mean(), int(is_real.sum())
             logits = out.generator_logits
         else:
             logits = self(ids, mask, masked)  # (N, V)
             loss = mlm_loss = F.cross_entropy(logits.float(), targets)
-            rtd_acc = None
         acc = (logits.detach().argmax(-1) == targets).float().mean()
-        step = {"loss": loss, "mlm_loss": mlm_loss, "mlm_acc": acc, "rtd_acc": rtd_acc}
-        return {k: v for k, v in step.items() if v is not None}
+        return MaskedLMStep(loss, mlm_loss, acc, len(targets), rtd_acc, real)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
         step = self._step(batch)
-        N = int((batch["labels"] != IGNORE_INDEX).sum())
         if self.objective == "electra":
-            self.flops_per_batch = 3 * replaced_token_flops(self.model, B, T, N)
-            real = int(batch["attention_mask"].sum())
-            self.log("pretrain/rtd_acc", step["rtd_acc"], batch_size=real)
+            self.flops_per_batch = 3 * replaced_token_flops(self.model, B, T, step.masked)
+            self.log("pretrain/rtd_acc", step.rtd_acc, batch_size=step.real)
         else:
-            self.flops_per_batch = 3 * masked_lm_flops(self.config, B, T, N)
-        self.check_finite(step["loss"])
-        self.log("pretrain/loss", step["loss"], prog_bar=True, batch_size=N)
-        self.log("pretrain/mlm_acc", step["mlm_acc"], batch_size=N)
-        return step["loss"]
+            self.flops_per_batch = 3 * masked_lm_flops(self.config, B, T, step.masked)
+        self.check_finite(step.loss)
+        self.log("pretrain/loss", step.loss, prog_bar=True, batch_size=step.masked)
+        self.log("pretrain/mlm_acc", step.mlm_acc, batch_size=step.masked)
+        return step.loss
 
     def on_validation_epoch_start(self) -> None:
         """Under electra, validation samples from its own generator, seeded the same every time:
@@ -155,12 +170,11 @@ class MaskedLMTask(EncoderTask):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         step = self._step(batch)
-        N = int((batch["labels"] != IGNORE_INDEX).sum())
-        self.val_loss.update(step["loss"], N)  # token-weighted over the whole held-out slice
-        self.val_mlm_loss.update(step["mlm_loss"], N)
-        self.val_acc.update(step["mlm_acc"], N)
-        if "rtd_acc" in step:
-            self.val_rtd_acc.update(step["rtd_acc"], int(batch["attention_mask"].sum()))
+        self.val_loss.update(step.loss, step.masked)  # token-weighted over the held-out slice
+        self.val_mlm_loss.update(step.mlm_loss, step.masked)
+        self.val_acc.update(step.mlm_acc, step.masked)
+        if step.rtd_acc is not None:
+            self.val_rtd_acc.update(step.rtd_acc, step.real)
 
     def on_validation_epoch_end(self) -> None:
         loss = self.val_loss.compute()  # synced across DDP ranks by torchmetrics
