@@ -130,16 +130,21 @@ def test_onnx_matches_pytorch_on_a_padded_batch_of_mixed_lengths(folder):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("position", "pooling"), [("rope", "mean"), ("alibi", "cls"), ("t5", "mean")]
+    ("position", "pooling", "buckets"),
+    [("rope", "mean", 0), ("alibi", "cls", 0), ("t5", "mean", 0), ("sinusoidal", "mean", 64)],
 )
-def test_onnx_export_of_other_position_schemes(tmp_path, position, pooling):
+def test_onnx_export_of_other_position_schemes_and_token_pairs(
+    tmp_path, position, pooling, buckets
+):
     pytest.importorskip("onnxruntime")
     torch.manual_seed(0)
     config = EncoderConfig(
         vocab_size=40, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=32, dropout=0.0,
-        position=position,
+        position=position, bigram_buckets=buckets,
     )  # fmt: skip
     model = TransformerClassifier(config, 3, pooling=pooling).eval()
+    if buckets:  # the table starts at zero, where a wrong pair would not show
+        torch.nn.init.normal_(model.encoder.bigram_emb.weight)
     export_onnx(model, 24, tmp_path / "model.onnx")
     ids = torch.randint(1, 40, (3, 17))
     mask = torch.arange(17) < torch.tensor([[17], [9], [1]])  # (3, 17)

@@ -132,6 +132,7 @@ def test_a_folder_exported_before_fingerprints_still_loads(folder, tmp_path):
     old = copy(folder, tmp_path / "old")
     set_field(old, ("tokenizer",), MISSING)
     set_field(old, ("encoder", "attention_impl"), MISSING)  # older folders lack newer fields
+    set_field(old, ("encoder", "bigram_buckets"), MISSING)
     assert load(old).predict([TEXT]) == load(folder).predict([TEXT])
 
 
@@ -145,6 +146,9 @@ CONFIG_ERRORS = [
      r"of 16,000,000,000 numbers, more than model\.safetensors holds"),
     (("encoder", "vocab_size"), 0, r"encoder\.vocab_size \(0\) must be a positive integer"),
     (("encoder", "d_ff"), -4, r"encoder\.d_ff \(-4\) must be a positive integer"),
+    (("encoder", "bigram_buckets"), -1, r"encoder\.bigram_buckets \(-1\) must be an integer >= 0"),
+    (("encoder", "bigram_buckets"), 10**12, r"encoder\.bigram_buckets \(1,000,000,000,000\) is "
+     r"more than model\.safetensors holds"),
     (("encoder", "num_heads"), 3, r"encoder\.d_model \(16\) must be divisible by num_heads \(3\)"),
     (("encoder", "d_model"), 16.0, r"encoder\.d_model \(16\.0\) must be an integer"),
     (("encoder", "dropout"), "0.1", r"encoder\.dropout \('0\.1'\) must be a finite number"),

@@ -68,6 +68,10 @@ class EncoderConfig:
     """Normalize the summed embeddings before the first block (BERT)."""
     type_vocab_size: int = 0
     """Token-type (segment) embeddings, as in BERT; 0 disables them."""
+    bigram_buckets: int = 0
+    """Embeddings of adjacent token pairs, hashed into this many rows and added to each token's
+    own (tscratch.nn.bigrams); 0 disables them. For tokens that are single characters
+    (Chinese), where a pair is often a word."""
     attention_impl: AttentionImpl = "auto"
     """auto: fused kernels except where tscratch.nn.attention.AUTO_POLICY measured the explicit
     path faster; sdpa: fused kernels unless weights are requested; explicit: always the
@@ -100,6 +104,10 @@ class EncoderConfig:
             raise UserError(f"pad_id ({self.pad_id}) must be in [0, vocab_size={self.vocab_size})")
         if self.norm_eps <= 0:
             raise UserError(f"norm_eps ({self.norm_eps}) must be positive")
+        buckets = self.bigram_buckets
+        if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
+            auto = "; 'auto' is chosen from the data by tscratch fit" if buckets == "auto" else ""
+            raise UserError(f"bigram_buckets ({buckets!r}) must be an integer >= 0 (0: none){auto}")
         if self.type_vocab_size < 0:
             raise UserError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
         if not self.rope_base > 1.0:
@@ -121,9 +129,10 @@ class EncoderConfig:
     @classmethod
     def from_flat(cls, values: Mapping[str, Any], **changes: Any) -> EncoderConfig:
         """The config from a flat mapping that also holds other keys (a checkpoint's
-        hyperparameters, a CLI namespace as a dict): the other keys are ignored."""
+        hyperparameters, a CLI namespace as a dict): the other keys are ignored, and
+        ``changes`` win over its values."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names}, **changes)
+        return cls(**{**{k: v for k, v in values.items() if k in names}, **changes})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (safe for `weights_only` checkpoints and YAML)."""

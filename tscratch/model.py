@@ -1,13 +1,14 @@
 """The assemblies: `TransformerEncoder` and `TransformerClassifier`, built from an EncoderConfig.
 
 Encoder (Vaswani et al. 2017, figure 1, left half): token embedding (times sqrt(D) in the
-article), plus absolute positions when the scheme has them, plus optional token types, an
-optional embedding norm (BERT), dropout, N blocks, and a final norm for Pre-LN.
+article), plus optional hashed embeddings of adjacent token pairs (`tscratch.nn.bigrams`), plus
+absolute positions when the scheme has them, plus optional token types, an optional embedding
+norm (BERT), dropout, N blocks, and a final norm for Pre-LN.
 
 Initialization (tested): Xavier-uniform for every projection, zero biases, ones/zeros for norms;
 token embeddings N(0, D^-1/2) when scaled by sqrt(D) (so scaled embeddings have unit variance,
 like the sinusoids they are added to) and N(0, 0.02) otherwise; learned positions, token types
-and T5 biases N(0, 0.02); the classifier's output layer N(0, 0.02).
+and T5 biases N(0, 0.02); token-pair embeddings zero; the classifier's output layer N(0, 0.02).
 
 Activation checkpointing (Chen et al. 2016, "Training deep nets with sublinear memory cost"):
 `TransformerEncoder.activation_checkpointing` keeps only each block's input during the forward
@@ -25,6 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from tscratch.config import EncoderConfig
 from tscratch.nn.attention import compute_dtype
+from tscratch.nn.bigrams import pair_ids
 from tscratch.nn.blocks import EncoderBlock, self_attention_inputs
 from tscratch.nn.heads import ClassificationHead, Pooling
 from tscratch.nn.masks import attention_keep_mask
@@ -66,6 +68,8 @@ class TransformerEncoder(nn.Module):
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
         self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
+        buckets = config.bigram_buckets
+        self.bigram_emb = nn.Embedding(buckets, D) if buckets else None
         self.positions = position_scheme(config)
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:
@@ -79,12 +83,18 @@ class TransformerEncoder(nn.Module):
         nn.init.normal_(self.tok_emb.weight, std=std)
         if self.type_emb is not None:
             nn.init.normal_(self.type_emb.weight, std=0.02)
+        if self.bigram_emb is not None:  # zero: the model starts as one without pairs
+            nn.init.zeros_(self.bigram_emb.weight)
 
     def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        """Token (+ position + type) embeddings, norm and dropout. (B, T) -> (B, T, D)."""
+        """Token (+ pair + position + type) embeddings, norm and dropout. (B, T) -> (B, T, D)."""
         x = self.tok_emb(input_ids)  # (B, T, D)
         if self.config.scale_embeddings:
             x = x * math.sqrt(self.config.d_model)
+        if self.bigram_emb is not None:
+            x = x + self.bigram_emb(
+                pair_ids(input_ids, self.config.bigram_buckets, self.config.pad_id)
+            )
         x = self.positions.embed(x)  # absolute schemes add their table; others return x
         if self.type_emb is not None:
             if token_type_ids is None:

@@ -5,16 +5,19 @@ whitespace nor a lucky character decides it."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from pathlib import Path
 
 import pytest
+import torch
 from datasets import Dataset
 
 from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.cli.classifiers import open_classifier
 from tscratch.data.splits import load_labeled_splits
+from tscratch.export import export, load
 
 TOPICS = {
     "体育": ["足球", "比赛", "球队", "进球", "冠军", "球员"],
@@ -51,6 +54,7 @@ def test_fit_learns_chinese_topics_and_predicts_their_names(chinese_csv, shared_
     args = [
         "--config", TINY_YAML, "--data.dataset", chinese_csv, "--data.vocab_size", "200",
         "--data.max_length", "auto", "--data.batch_size", "16", "--trainer.max_epochs", "8",
+        "--model.bigram_buckets", "auto",
         "--trainer.limit_train_batches", "1.0", "--trainer.limit_val_batches", "1.0",
         "--trainer.limit_test_batches", "1.0", "--trainer.default_root_dir", root,
         "--trainer.enable_progress_bar", "false",
@@ -60,8 +64,10 @@ def test_fit_learns_chinese_topics_and_predicts_their_names(chinese_csv, shared_
     code, log = fit_in_process(args, shared_cache)
     assert code == 0, log
 
-    # Lengths are estimated one token per ideograph: ~20 characters, so 32 positions.
+    # Lengths are estimated one token per ideograph: ~20 characters, so 32 positions; the
+    # tokens are single characters, so adjacent pairs get embeddings.
     assert re.search(r"data\.max_length\s+32\s", log), log
+    assert re.search(r"model\.bigram_buckets\s+65536\s+\d+% of the tokens are single CJK", log)
     assert "3 classes ['体育', '科技', '财经']" in log  # the CSV's own label names
     tested = float(re.search(r"test accuracy (\d\.\d+)", log)[1])
     assert tested >= LEARNED, log
@@ -74,6 +80,14 @@ def test_fit_learns_chinese_topics_and_predicts_their_names(chinese_csv, shared_
     probe = {"体育": "记者报道球队在比赛中进球", "财经": "记者报道银行利率和股票市场"}
     predicted = classifier.predict(list(probe.values()))
     assert [p["label"] for p in predicted] == list(probe)
+
+    # Training wrote the pair table (it starts at zero), and an exported folder keeps it.
+    table = torch.load(best, weights_only=True)["state_dict"]["model.encoder.bigram_emb.weight"]
+    assert table.shape == (65536, 32) and table.abs().sum(-1).count_nonzero() > 100
+    folder = export(best, tmp_path / "exported")
+    assert json.loads((folder / "config.json").read_text())["encoder"]["bigram_buckets"] == 65536
+    exported = load(folder).predict(list(probe.values()))
+    assert [p["label"] for p in exported] == list(probe)
 
 
 def test_the_tfidf_bar_reads_chinese_on_the_same_split(chinese_csv, shared_cache):

@@ -104,6 +104,24 @@ def test_pretrain_objective_reaches_the_stage_and_the_default_adds_no_flag():
     assert [f for f in electra if f != "--model.objective" and f != "electra"] == default
 
 
+@pytest.mark.parametrize(("buckets", "flag"), [("auto", "65536"), (0, None), (512, "512")])
+def test_token_pairs_reach_the_chinese_stage_and_no_flag_is_added_without_them(buckets, flag):
+    config = _config()
+    config.model.bigram_buckets = buckets
+    chinese = DataProfile.of(REVIEWS * 100, 2)
+    command = fit_recipe.pretrain_command(config, chinese)
+    got = command[command.index("--model.bigram_buckets") + 1] if flag else None
+    assert got == flag and command.count("--model.bigram_buckets") == (flag is not None)
+    english = fit_recipe.pretrain_command(config, DataProfile.of(QUESTIONS * 100, 6))
+    assert ("--model.bigram_buckets" in english) == (buckets == 512)  # auto: none for English
+    config.model.bigram_buckets = 0
+    assert "--model.bigram_buckets" not in fit_recipe.pretrain_command(config, chinese)
+    del config.model["bigram_buckets"]  # the stage command of a run before pairs existed
+    assert fit_recipe.pretrain_command(config, chinese) == fit_recipe.pretrain_command(
+        _config(), chinese
+    )
+
+
 def test_a_stage_folder_follows_its_command():
     root = Path("runs")
     one = stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "0"])

@@ -105,3 +105,27 @@ def test_choose_fills_only_what_is_wanted_and_describe_lists_each():
     text = recipe.describe(profile(450, 970), choices)
     assert text.splitlines()[0].startswith("auto settings from the data (1,000 training texts")
     assert "model.token_dropout  0.15" in text
+
+
+def test_the_profile_counts_single_character_tokens():
+    profile = DataProfile.of(["今天天气很好。", "GPU 很快"], classes=2)
+    assert profile.character_tokens == 6 + 2
+    assert profile.total_tokens == estimate_tokens("今天天气很好。") + estimate_tokens("GPU 很快")
+
+
+@pytest.mark.parametrize(
+    ("texts", "expected", "because"),
+    [
+        (["这家酒店的服务很好，房间也干净。"] * 10, 65536, "single CJK characters: embeddings"),
+        (["The hotel was clean and the staff kind."] * 10, 0, "words are tokens already"),
+        # English around a Chinese word (2 of 9 tokens); then exactly half (4 of 8): pairs.
+        (["很好 very good indeed, thanks"] * 10, 0, "22% of the tokens are single CJK"),
+        (["很好很好 very good"] * 10, 65536, "50% of the tokens are single CJK characters"),
+    ],
+)
+def test_token_pairs_are_embedded_where_tokens_are_single_characters(texts, expected, because):
+    profile = DataProfile.of(texts, classes=2)
+    choice = recipe.bigram_buckets(profile)
+    assert (choice.option, choice.value) == ("model.bigram_buckets", expected)
+    assert because in choice.reason
+    assert recipe.choose(profile, ["model.bigram_buckets"], None) == [choice]

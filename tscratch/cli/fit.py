@@ -6,9 +6,9 @@ short summary. What it adds to Lightning's defaults, and why:
 - sizes from the data (`vocab_size`, `num_classes`, `pad_id`, label names) are linked into the
   model, never typed by hand;
 - settings set to `auto` (`data.max_length`, `data.vocab_size`, `model.token_dropout`,
-  `model.class_weights`, and `trainer.max_epochs` when neither it nor `max_steps` is given) are
-  chosen from the training data by the rules in `tscratch.training.recipe` (class weights:
-  inverse label frequency) and printed;
+  `model.bigram_buckets`, `model.class_weights`, and `trainer.max_epochs` when neither it nor
+  `max_steps` is given) are chosen from the training data by the rules in
+  `tscratch.training.recipe` (class weights: inverse label frequency) and printed;
 - precision is chosen explicitly and logged: `16-mixed` on CUDA, `bf16-mixed` on a CPU with
   native bf16 matrix instructions, `32-true` otherwise; `--trainer.precision` always wins;
 - two checkpoints per run under `lightning_logs/version_N/checkpoints/`: `best-*.ckpt` by
@@ -104,6 +104,7 @@ class TScratchCLI(LightningCLI):
         "data.max_length",
         "data.vocab_size",
         "model.token_dropout",
+        "model.bigram_buckets",
         "model.class_weights",
         "trainer.max_epochs",
     )

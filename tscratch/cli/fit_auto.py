@@ -55,7 +55,8 @@ def choose_auto_settings(config: Namespace, options: Sequence[str]) -> list[reci
         if not wanted:
             return []
     profile = training_profile(splits, data.get("text_pair_column") is not None)
-    encoder = EncoderConfig.from_flat(config.model.as_dict(), vocab_size=2)  # sizes unused here
+    # Sizes unused here: only the position table's length limit is read.
+    encoder = EncoderConfig.from_flat(config.model.as_dict(), vocab_size=2, bigram_buckets=0)
     if "data.vocab_size" in wanted and data.tokenizer is not None:  # given, or init_from's
         wanted.remove("data.vocab_size")
         data.vocab_size = load_tokenizer(data.tokenizer).get_vocab_size()

@@ -68,9 +68,12 @@ TEACHER_LENGTH = 128
 ARCHITECTURE = tuple(
     f.name
     for f in EncoderConfig.__dataclass_fields__.values()
-    if f.name not in EncoderConfig.RUNTIME_FIELDS | {"vocab_size", "pad_id", "position"}
+    if f.name
+    not in EncoderConfig.RUNTIME_FIELDS | {"vocab_size", "pad_id", "position", "bigram_buckets"}
 )
-"""The main run's architecture fields the pretraining stage copies (ALiBi positions instead)."""
+"""The main run's architecture fields the pretraining stage copies (ALiBi positions instead;
+token-pair embeddings only when there are any, so stage commands without them stay as they
+were and their folders are found again)."""
 
 
 def teacher_installed(teacher_init: str) -> bool:
@@ -257,6 +260,11 @@ def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]
     for name in ARCHITECTURE:
         if model.get(name) is not None:
             flags += [f"--model.{name}", _flag_value(model[name])]
+    buckets = model.get("bigram_buckets") or 0
+    if buckets == rules.AUTO:
+        buckets = rules.bigram_buckets(profile).value
+    if buckets:
+        flags += ["--model.bigram_buckets", str(buckets)]
     flags += ["--model.position", "alibi", "--trainer.max_epochs", str(epochs)]
     objective = config.get("pretrain_objective") or PRETRAIN_OBJECTIVE
     if objective != PRETRAIN_OBJECTIVE:  # the default's command, and so its folder, unchanged

@@ -159,4 +159,4 @@ def _check_sizes(
         )
 
 
-_SIZES = ("vocab_size", "d_model", "d_ff", "type_vocab_size", "t5_num_buckets")
+_SIZES = ("vocab_size", "d_model", "d_ff", "type_vocab_size", "bigram_buckets", "t5_num_buckets")

@@ -17,6 +17,7 @@ from tscratch.nn.attention import (
     scaled_dot_product_attention,
     use_explicit,
 )
+from tscratch.nn.bigrams import pair_ids
 from tscratch.nn.blocks import (
     DecoderBlock,
     DecoderBlockOutput,
@@ -70,6 +71,7 @@ __all__ = [
     "causal_mask",
     "make_norm",
     "padding_mask",
+    "pair_ids",
     "pool",
     "position_length_limit",
     "position_scheme",

@@ -54,7 +54,7 @@ class ClassificationTask(EncoderTask):
     `vocab_size` and `pad_id` are linked from the data (do not set).
     """
 
-    @config_arguments(EncoderConfig)
+    @config_arguments(EncoderConfig, auto=("bigram_buckets",))
     @config_arguments(OptimizerConfig, param="optim")
     def __init__(
         self,
@@ -113,8 +113,8 @@ class ClassificationTask(EncoderTask):
             layer_lr_decay: layer-wise learning-rate decay: the top encoder layer learns at
                 lr x decay, the one below at lr x decay^2, ..., the embeddings at
                 lr x decay^(num_layers + 1); 1 gives every part lr.
-            freeze_embeddings: keep the token, type and position embeddings (and the norm on
-                them, if any) fixed.
+            freeze_embeddings: keep the token, token-pair, type and position embeddings (and
+                the norm on them, if any) fixed.
             freeze_layers: keep the first N encoder layers fixed (with pretrained weights: the
                 most general features).
             multi_label: rows carry any number of labels (linked from the data; do not set):
@@ -211,7 +211,8 @@ class ClassificationTask(EncoderTask):
         encoder = self.model.encoder
         frozen = [*encoder.layers[:layers]]
         if embeddings:
-            frozen += [encoder.tok_emb, encoder.type_emb, encoder.positions, encoder.emb_norm]
+            frozen += [encoder.tok_emb, encoder.type_emb, encoder.bigram_emb, encoder.positions]
+            frozen.append(encoder.emb_norm)
         for module in frozen:
             if module is not None:
                 module.requires_grad_(False)

@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import docstring_parser
@@ -30,7 +30,11 @@ _KW = inspect.Parameter.KEYWORD_ONLY
 
 
 def config_arguments(
-    config_class: type, *, param: str = "config", defaults: Mapping[str, Any] | None = None
+    config_class: type,
+    *,
+    param: str = "config",
+    defaults: Mapping[str, Any] | None = None,
+    auto: Collection[str] = (),
 ) -> Callable:
     """Decorate `__init__(self, ..., <param>: config_class, ...)` to take the fields flat.
 
@@ -45,6 +49,8 @@ def config_arguments(
             names the architecture: the config `EncoderTask.config_class()` returns.
         defaults: field name -> the default this `__init__` gives it, where it differs from the
             dataclass's.
+        auto: fields that also take "auto" (the CLI's type, for tscratch fit to choose from the
+            data before the module is built; the config itself refuses it).
     """
     hints = typing.get_type_hints(config_class)
     fields = dataclasses.fields(config_class)
@@ -52,6 +58,12 @@ def config_arguments(
     defaults = dict(defaults or {})
     if unknown := sorted(set(defaults) - names):
         raise TypeError(f"{config_class.__name__} has no field {unknown[0]!r} to give a default")
+    if unknown := sorted(set(auto) - names):
+        raise TypeError(f"{config_class.__name__} has no field {unknown[0]!r} to take 'auto'")
+    annotations = {
+        name: hint | typing.Literal["auto"] if name in auto else hint
+        for name, hint in hints.items()
+    }
     docs = {
         p.arg_name: p.description or ""
         for p in docstring_parser.parse_from_object(config_class).params
@@ -63,7 +75,10 @@ def config_arguments(
             raise TypeError(f"{init.__qualname__} has no argument {param!r} for the config")
         flat = [
             inspect.Parameter(
-                f.name, _KW, default=defaults.get(f.name, _default(f)), annotation=hints[f.name]
+                f.name,
+                _KW,
+                default=defaults.get(f.name, _default(f)),
+                annotation=annotations[f.name],
             )
             for f in fields
         ]

@@ -82,7 +82,8 @@ def adopt_architecture(
         source: the pretrained encoder.
         asked: this run's model arguments (after config files and flags).
         defaults: the same arguments as the parser's defaults: a field the user left at its
-            default takes the source's value silently; one set to another value is an error.
+            default (or at `auto`) takes the source's value silently; one set to another value
+            is an error.
 
     Returns:
         field -> value for every architecture field (every config field except the runtime
@@ -95,7 +96,8 @@ def adopt_architecture(
         if field.name in skip or field.name not in asked:
             continue
         value = getattr(source.config, field.name)
-        if asked[field.name] != defaults.get(field.name) and asked[field.name] != value:
+        left = asked[field.name] in (defaults.get(field.name), "auto")  # to the source
+        if not left and asked[field.name] != value:
             clashes.append(f"{field.name}={asked[field.name]!r} (it has {value!r})")
         adopted[field.name] = value
     if clashes:

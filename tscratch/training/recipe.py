@@ -3,9 +3,10 @@
 One fixed recipe cannot serve 500-token news articles and 10-token questions: token dropout that
 regularises a long article hides the one word that decides a short question, 1,024-token rows
 waste work on texts of 20, and a fixed number of epochs is too few updates for 500 rows and
-hours too many for 50,000. So three settings may be `auto` (`default.yaml` sets all three), and
-the number of epochs is chosen when neither it nor `max_steps` is given; they are filled in from
-a profile of the training split before anything is built; tscratch fit prints each choice with its
+hours too many for 50,000. So four settings may be `auto` (`default.yaml` sets all but the
+token pairs, which it leaves off: docs/results.md says why), and the number of epochs is chosen
+when neither it nor `max_steps` is given; they are filled in from a profile of the training
+split before anything is built; tscratch fit prints each choice with its
 reason, and the run's `config.yaml` records the values, not `auto`:
 
 - `data.max_length`: covers 95% of the training texts (estimated tokens, rounded up to a
@@ -13,6 +14,10 @@ reason, and the run's `config.yaml` records the values, not `auto`:
   memory grows with its square; pass a number for more).
 - `model.token_dropout`: 0.15 when the median text has 128 tokens or more, none below 16, linear
   in between: dropping words helps where words are redundant.
+- `model.bigram_buckets`: embeddings of adjacent token pairs (`tscratch.nn.bigrams`), hashed
+  into `BIGRAM_BUCKETS` rows, when at least `BIGRAM_SHARE` of the tokens are single CJK
+  characters (Chinese: the tokenizer splits every ideograph, below the word); none otherwise,
+  where tokens are words or word pieces already.
 - `data.vocab_size`: the largest of 2k, 4k, ... 32k entries that the training text fills with
   at least `TOKENS_PER_ENTRY` tokens each on average (at least 2k): an entry seen a handful of
   times learns an embedding that only memorises, where its pieces would generalise.
@@ -46,6 +51,12 @@ EPOCH_RANGE = (2, 40)
 MAX_TOKEN_DROPOUT = 0.15
 SHORT, LONG = 16, 128
 """Median lengths (tokens) below which no token dropout is used, and from which the full rate."""
+BIGRAM_SHARE = 0.5
+"""Share of the tokens that are single CJK characters from which pairs get embeddings."""
+BIGRAM_BUCKETS = 65_536
+"""Rows the pairs are hashed into: ChnSentiCorp's 9,600 reviews hold 152K distinct adjacent
+pairs, 78K of them seen twice or more; 2^16 rows keep the pairs a dataset of that size repeats
+mostly apart, at 8.4M numbers for a 128-wide model (zero where no pair lands)."""
 SUBWORDS_PER_WORD = 1.15
 """Tokens per non-CJK word, for a WordPiece vocabulary of ~8k trained on the data (BBC: 1.14)."""
 
@@ -57,13 +68,18 @@ _PIECES = re.compile(rf"(?P<cjk>[{CJK}])|(?P<word>[^\W{CJK}]+)|(?P<mark>[^\w\s])
 
 def estimate_tokens(text: str) -> int:
     """Tokens ``text`` will take, [CLS] included, estimated without a tokenizer."""
+    return _estimate(text)[0]
+
+
+def _estimate(text: str) -> tuple[int, int]:
+    """(tokens ``text`` will take, [CLS] included; how many of them are CJK ideographs)."""
     cjk = words = marks = 0
     for match in _PIECES.finditer(text):
         kind = match.lastgroup
         cjk += kind == "cjk"
         words += kind == "word"
         marks += kind == "mark"
-    return 1 + cjk + marks + math.ceil(words * SUBWORDS_PER_WORD)
+    return 1 + cjk + marks + math.ceil(words * SUBWORDS_PER_WORD), cjk
 
 
 @dataclass(frozen=True)
@@ -77,13 +93,17 @@ class DataProfile:
     total_tokens: int
     lengths: tuple[int, ...] = ()
     """Every text's estimate, sorted (empty when built by hand: each is then the median)."""
+    character_tokens: int = 0
+    """Of `total_tokens`, those that are single CJK ideographs."""
 
     @classmethod
     def of(cls, texts: Sequence[str], classes: int) -> DataProfile:
-        lengths = sorted(estimate_tokens(t) for t in texts)
+        estimates = [_estimate(t) for t in texts]
+        lengths = sorted(n for n, _ in estimates)
         p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]
         median = int(statistics.median(lengths))
-        return cls(len(texts), classes, median, p95, sum(lengths), tuple(lengths))
+        characters = sum(c for _, c in estimates)
+        return cls(len(texts), classes, median, p95, sum(lengths), tuple(lengths), characters)
 
     def tokens_per_epoch(self, max_length: int | None) -> int:
         """Tokens one pass trains on, each text cut at ``max_length``."""
@@ -142,6 +162,19 @@ def token_dropout(profile: DataProfile) -> Choice:
     return Choice("model.token_dropout", value, reason)
 
 
+def bigram_buckets(profile: DataProfile) -> Choice:
+    """Token-pair embeddings when most tokens are single CJK characters (`BIGRAM_SHARE`)."""
+    share = profile.character_tokens / max(1, profile.total_tokens)
+    if share < BIGRAM_SHARE:
+        reason = f"{share:.0%} of the tokens are single CJK characters: words are tokens already"
+        return Choice("model.bigram_buckets", 0, reason)
+    reason = (
+        f"{share:.0%} of the tokens are single CJK characters: embeddings of adjacent pairs (most "
+        f"words are two characters), hashed into {BIGRAM_BUCKETS:,} rows"
+    )
+    return Choice("model.bigram_buckets", BIGRAM_BUCKETS, reason)
+
+
 def max_epochs(profile: DataProfile, max_length: int | None) -> Choice:
     """About `TARGET_TOKENS` tokens (each text cut at ``max_length``), within `EPOCH_RANGE`."""
     per_epoch = profile.tokens_per_epoch(max_length)
@@ -174,6 +207,7 @@ def choose(
     rules = {
         "data.vocab_size": lambda: vocab_size(profile),
         "model.token_dropout": lambda: token_dropout(profile),
+        "model.bigram_buckets": lambda: bigram_buckets(profile),
         "trainer.max_epochs": lambda: max_epochs(profile, max_length_given),
     }
     for name in wanted:
