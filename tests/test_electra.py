@@ -43,6 +43,16 @@ def test_a_generator_deeper_than_the_encoder_or_empty_is_one_line(asked):
         tiny_task(generator_layers=2)  # objective mlm
 
 
+def test_generator_and_discriminator_share_one_pair_table():
+    torch.manual_seed(0)
+    config = EncoderConfig(vocab_size=V, d_model=16, num_heads=2, d_ff=32, num_layers=2,
+                           bigram_buckets=64)  # fmt: skip
+    model = TransformerForReplacedTokenDetection(config)
+    table = model.encoder.bigram_emb.weight
+    assert model.generator.encoder.bigram_emb.weight is table
+    assert sum(p is table for p in model.parameters()) == 1
+
+
 def test_generator_and_discriminator_share_one_token_embedding():
     model = tiny()
     shared = model.encoder.tok_emb.weight

@@ -87,6 +87,7 @@ class TransformerForReplacedTokenDetection(nn.Module):
         self.encoder = TransformerEncoder(config)
         self.generator = TransformerForMaskedLM(generator_config(config, generator_layers))
         self.generator.encoder.tok_emb = self.encoder.tok_emb  # one embedding, two readers
+        self.generator.encoder.bigram_emb = self.encoder.bigram_emb  # and one pair table
         self.generator.head.decoder.weight = self.encoder.tok_emb.weight  # decoder stays tied
         D = config.d_model
         self.detector = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.Linear(D, 1))

@@ -69,7 +69,10 @@ class TransformerEncoder(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, D)
         self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
         buckets = config.bigram_buckets
-        self.bigram_emb = nn.Embedding(buckets, D) if buckets else None
+        # Built from zeros, drawing no random numbers: every other weight starts as it would
+        # without the table, for the same seed.
+        zeros = torch.zeros(buckets, D) if buckets else None
+        self.bigram_emb = nn.Embedding.from_pretrained(zeros, freeze=False) if buckets else None
         self.positions = position_scheme(config)
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:
@@ -83,11 +86,13 @@ class TransformerEncoder(nn.Module):
         nn.init.normal_(self.tok_emb.weight, std=std)
         if self.type_emb is not None:
             nn.init.normal_(self.type_emb.weight, std=0.02)
-        if self.bigram_emb is not None:  # zero: the model starts as one without pairs
-            nn.init.zeros_(self.bigram_emb.weight)
 
     def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        """Token (+ pair + position + type) embeddings, norm and dropout. (B, T) -> (B, T, D)."""
+        """Token (+ pair + position + type) embeddings, norm and dropout. (B, T) -> (B, T, D).
+
+        A token hidden from attention (token dropout) must also be hidden from its right
+        neighbour's pair: replace its id by `pad_id` before calling this (ClassificationTask
+        does)."""
         x = self.tok_emb(input_ids)  # (B, T, D)
         if self.config.scale_embeddings:
             x = x * math.sqrt(self.config.d_model)

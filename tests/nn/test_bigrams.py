@@ -14,6 +14,7 @@ from tests.nn.encoder_properties import PAD, TOL, V, config, random_ids, right_p
 from tscratch.errors import UserError
 from tscratch.model import TransformerClassifier, TransformerEncoder
 from tscratch.nn.bigrams import PAIR_MULTIPLIER, pair_ids
+from tscratch.training.classification import ClassificationTask
 from tscratch.training.optim import parameter_groups
 
 pytestmark = pytest.mark.usefixtures("seed", "single_thread")
@@ -41,17 +42,26 @@ def test_each_position_reads_the_pair_of_its_left_neighbour_and_itself():
     assert ((got >= 0) & (got < BUCKETS)).all()
 
 
+def test_int32_ids_read_the_same_rows_as_int64():
+    ids = torch.tensor([[60_000, 59_999, 7]])
+    assert pair_ids(ids.int(), 1000, pad_id=0).equal(pair_ids(ids, 1000, pad_id=0))
+
+
 def test_the_first_position_pairs_with_the_pad_id():
     ids = torch.tensor([[4, 4]])
     assert pair_ids(ids, 1000, pad_id=0)[0, 0] == 4  # (0, 4) -> 4
     assert pair_ids(ids, 1000, pad_id=1)[0, 0] == (PAIR_MULTIPLIER + 4) % 1000
 
 
-def test_a_fresh_table_is_zero_and_changes_no_output():
+def test_a_fresh_table_is_zero_draws_nothing_and_changes_no_output():
+    torch.manual_seed(0)
     with_pairs = TransformerClassifier(config(bigram_buckets=BUCKETS), 3).eval()
+    torch.manual_seed(0)
     without = TransformerClassifier(config(), 3).eval()
+    # The same seed gives every other weight the same start: the table drew no random numbers.
     state = {k: v for k, v in with_pairs.state_dict().items() if "bigram" not in k}
-    without.load_state_dict(state)  # strict: the only extra tensor is the pair table
+    assert state.keys() == without.state_dict().keys()
+    assert all(v.equal(without.state_dict()[k]) for k, v in state.items())
     assert with_pairs.encoder.bigram_emb.weight.count_nonzero() == 0
     ids, real = right_padded([7, 4, 1])
     torch.testing.assert_close(with_pairs(ids, real).logits, without(ids, real).logits, **TOL)
@@ -101,3 +111,26 @@ def test_the_table_is_an_embedding_without_weight_decay():
 def test_bad_bucket_counts_are_one_line(value, message):
     with pytest.raises(UserError, match=message):
         config(bigram_buckets=value)
+
+
+def test_a_token_hidden_by_token_dropout_is_hidden_from_its_neighbours_pair_too(monkeypatch):
+    """Token dropout hides a token from attention; with pairs, the next position's pair would
+    still carry it, so the task replaces a hidden id by the pad id before the model reads it."""
+    task = ClassificationTask(**config(bigram_buckets=BUCKETS).to_dict(), num_classes=3,
+                              token_dropout=0.5)  # fmt: skip
+    spread(task.model.encoder)
+    hidden = torch.tensor([[True, True, True, False, True, True, True]])
+    monkeypatch.setattr(task, "_drop_tokens", lambda mask: mask & hidden)
+    seen = []
+    task.model.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    task.log = lambda *args, **kwargs: None  # no Trainer here
+    ids = random_ids(1, 7)
+    other = ids.clone()
+    other[0, 3] = (ids[0, 3] % (V - 1)) + 1
+    assert other[0, 3] != ids[0, 3]
+    for batch_ids in (ids, other):
+        batch = {"input_ids": batch_ids, "attention_mask": torch.ones(1, 7, dtype=torch.bool),
+                 "labels": torch.tensor([1])}  # fmt: skip
+        task.training_step(batch, 0)
+    assert seen[0][0, 3] == PAD and seen[0].equal(seen[1])
+    assert seen[0][0, [0, 1, 2, 4, 5, 6]].equal(ids[0, [0, 1, 2, 4, 5, 6]])

@@ -102,7 +102,7 @@ def test_adopt_architecture_takes_defaults_and_refuses_clashes(source_ckpt):
     with pytest.raises(UserError, match=r"fixes the architecture; this run asks d_model=64 \(it "):
         adopt_architecture(source, asked, defaults)
     adopt_architecture(source, {**defaults, "d_model": 32, "dropout": 0.3}, defaults)  # agrees
-    # `auto` (default.yaml's token pairs) is left to the source, like a default.
+    # `--model.bigram_buckets auto` is left to the source, like a default.
     auto = adopt_architecture(source, {**defaults, "bigram_buckets": "auto"}, defaults)
     assert auto["bigram_buckets"] == 0
     with pytest.raises(UserError, match=r"this run asks bigram_buckets=512 \(it has 0\)"):

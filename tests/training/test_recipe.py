@@ -129,3 +129,21 @@ def test_token_pairs_are_embedded_where_tokens_are_single_characters(texts, expe
     assert (choice.option, choice.value) == ("model.bigram_buckets", expected)
     assert because in choice.reason
     assert recipe.choose(profile, ["model.bigram_buckets"], None) == [choice]
+
+
+def test_a_text_pair_profile_counts_the_characters_of_both_texts():
+    from datasets import Dataset
+
+    from tscratch.cli.fit_auto import training_profile
+    from tscratch.data.sources import LabeledSplits
+
+    train = Dataset.from_dict(
+        {
+            "text": ["这家酒店很好", "房间干净"],
+            "text_pair": ["服务不错", "很失望"],
+            "labels": [0, 1],
+        }
+    )
+    profile = training_profile(LabeledSplits(train, train, train, ["a", "b"]), pairs=True)
+    assert profile.character_tokens == 6 + 4 + 4 + 3
+    assert recipe.bigram_buckets(profile).value == 65536

@@ -21,7 +21,7 @@ from tscratch.nn.positions import position_length_limit
 from tscratch.training import recipe
 from tscratch.training.losses import inverse_frequency
 from tscratch.training.multilabel import check_multilabel_options
-from tscratch.training.recipe import estimate_tokens
+from tscratch.training.recipe import estimate_counts
 
 log = logging.getLogger("tscratch")
 
@@ -78,14 +78,15 @@ def training_profile(splits: LabeledSplits, pairs: bool = False) -> recipe.DataP
         return recipe.DataProfile.of(texts, classes)
     # Each estimate counts one [CLS]; a pair has three special tokens, hence the + 1.
     second = column(splits.train, "text_pair")
-    pair_lengths = (
-        estimate_tokens(a) + estimate_tokens(b) + 1 for a, b in zip(texts, second, strict=True)
-    )
-    lengths = sorted(pair_lengths)
+    counts = [(estimate_counts(a), estimate_counts(b)) for a, b in zip(texts, second, strict=True)]
+    lengths = sorted(a[0] + b[0] + 1 for a, b in counts)
     p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]  # as DataProfile.of
     median = int(statistics.median(lengths))
+    characters = sum(a[1] + b[1] for a, b in counts)
     log.info("text pairs: the auto settings measure each row as [CLS] text [SEP] text_pair [SEP]")
-    return recipe.DataProfile(len(lengths), classes, median, p95, sum(lengths), tuple(lengths))
+    return recipe.DataProfile(
+        len(lengths), classes, median, p95, sum(lengths), tuple(lengths), characters
+    )
 
 
 def auto_class_weights(splits: LabeledSplits) -> list[float]:

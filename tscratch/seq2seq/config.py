@@ -21,7 +21,8 @@ from tscratch.errors import UserError
 @dataclass(frozen=True)
 class Seq2SeqConfig(EncoderConfig):
     """Shape and switches of an encoder-decoder Transformer; `num_layers` is the encoder's
-    depth. Every other field applies to both halves."""
+    depth. Every other field applies to both halves, but for `bigram_buckets`: the token pairs
+    are the encoder's (the source's) only."""
 
     num_decoder_layers: int | None = None
     """Number of decoder blocks; None: as many as encoder blocks (num_layers)."""

@@ -294,8 +294,10 @@ class ClassificationTask(EncoderTask):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         B, T = batch["input_ids"].shape
         self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
-        mask = self._drop_tokens(batch["attention_mask"])
-        logits = self(batch["input_ids"], mask, batch.get("token_type_ids"))
+        ids, mask = batch["input_ids"], self._drop_tokens(batch["attention_mask"])
+        if self.config.bigram_buckets:  # a hidden token leaves its neighbour's pair too
+            ids = ids.masked_fill(~mask.bool(), self.config.pad_id)
+        logits = self(ids, mask, batch.get("token_type_ids"))
         labels, real = batch["labels"], batch.get("real")
         loss = self._loss(logits, labels) if real is None else self._distill_loss(logits, batch)
         self.check_finite(loss)

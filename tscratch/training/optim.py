@@ -4,8 +4,8 @@
 takes its fields as flat arguments (`--model.lr`) through `@config_arguments`, as it takes
 `EncoderConfig`'s. Schedules live one per module in `tscratch.training.schedules`.
 Weight decay applies to projection matrices only: biases, norm weights, every embedding table
-(tokens, token types) and every parameter of a position scheme (learned tables, relative biases)
-are left undecayed, as in BERT and GPT-2.
+(tokens, token pairs, token types) and every parameter of a position scheme (learned tables,
+relative biases) are left undecayed, as in BERT and GPT-2.
 Fine-tuning may give parts of the model their own learning rate: `lr_scale` maps a parameter's
 name to a multiple of the peak (`encoder_lr_scales` gives layer-wise decay and a head rate).
 """

@@ -68,11 +68,11 @@ _PIECES = re.compile(rf"(?P<cjk>[{CJK}])|(?P<word>[^\W{CJK}]+)|(?P<mark>[^\w\s])
 
 def estimate_tokens(text: str) -> int:
     """Tokens ``text`` will take, [CLS] included, estimated without a tokenizer."""
-    return _estimate(text)[0]
+    return estimate_counts(text)[0]
 
 
-def _estimate(text: str) -> tuple[int, int]:
-    """(tokens ``text`` will take, [CLS] included; how many of them are CJK ideographs)."""
+def estimate_counts(text: str) -> tuple[int, int]:
+    """(tokens ``text`` will take, [CLS] included; how many of them are single CJK ideographs)."""
     cjk = words = marks = 0
     for match in _PIECES.finditer(text):
         kind = match.lastgroup
@@ -98,7 +98,7 @@ class DataProfile:
 
     @classmethod
     def of(cls, texts: Sequence[str], classes: int) -> DataProfile:
-        estimates = [_estimate(t) for t in texts]
+        estimates = [estimate_counts(t) for t in texts]
         lengths = sorted(n for n, _ in estimates)
         p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]
         median = int(statistics.median(lengths))
