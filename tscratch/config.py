@@ -129,10 +129,9 @@ class EncoderConfig:
     @classmethod
     def from_flat(cls, values: Mapping[str, Any], **changes: Any) -> EncoderConfig:
         """The config from a flat mapping that also holds other keys (a checkpoint's
-        hyperparameters, a CLI namespace as a dict): the other keys are ignored, and
-        ``changes`` win over its values."""
+        hyperparameters, a CLI namespace as a dict): the other keys are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{**{k: v for k, v in values.items() if k in names}, **changes})
+        return cls(**{k: v for k, v in values.items() if k in names}, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (safe for `weights_only` checkpoints and YAML)."""

@@ -68,11 +68,10 @@ class TransformerEncoder(nn.Module):
         D = config.d_model
         self.tok_emb = nn.Embedding(config.vocab_size, D)
         self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
-        buckets = config.bigram_buckets
-        # Built from zeros, drawing no random numbers: every other weight starts as it would
-        # without the table, for the same seed.
-        zeros = torch.zeros(buckets, D) if buckets else None
-        self.bigram_emb = nn.Embedding.from_pretrained(zeros, freeze=False) if buckets else None
+        self.bigram_emb = None
+        if config.bigram_buckets:  # zeros, no random draw: the other weights start as without it
+            zeros = torch.zeros(config.bigram_buckets, D)
+            self.bigram_emb = nn.Embedding.from_pretrained(zeros, freeze=False)
         self.positions = position_scheme(config)
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:

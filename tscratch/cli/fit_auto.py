@@ -6,8 +6,6 @@ split's label counts (`tscratch.training.losses.inverse_frequency`)."""
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 
@@ -55,8 +53,9 @@ def choose_auto_settings(config: Namespace, options: Sequence[str]) -> list[reci
         if not wanted:
             return []
     profile = training_profile(splits, data.get("text_pair_column") is not None)
-    # Sizes unused here: only the position table's length limit is read.
-    encoder = EncoderConfig.from_flat(config.model.as_dict(), vocab_size=2, bigram_buckets=0)
+    # Only the position table's length limit is read: sizes and `auto` fields take defaults.
+    asked = {k: v for k, v in config.model.as_dict().items() if v != recipe.AUTO}
+    encoder = EncoderConfig.from_flat(asked, vocab_size=2)
     if "data.vocab_size" in wanted and data.tokenizer is not None:  # given, or init_from's
         wanted.remove("data.vocab_size")
         data.vocab_size = load_tokenizer(data.tokenizer).get_vocab_size()
@@ -78,15 +77,12 @@ def training_profile(splits: LabeledSplits, pairs: bool = False) -> recipe.DataP
         return recipe.DataProfile.of(texts, classes)
     # Each estimate counts one [CLS]; a pair has three special tokens, hence the + 1.
     second = column(splits.train, "text_pair")
-    counts = [(estimate_counts(a), estimate_counts(b)) for a, b in zip(texts, second, strict=True)]
-    lengths = sorted(a[0] + b[0] + 1 for a, b in counts)
-    p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]  # as DataProfile.of
-    median = int(statistics.median(lengths))
-    characters = sum(a[1] + b[1] for a, b in counts)
+    counts = []
+    for a, b in zip(texts, second, strict=True):
+        (tokens_a, chars_a), (tokens_b, chars_b) = estimate_counts(a), estimate_counts(b)
+        counts.append((tokens_a + tokens_b + 1, chars_a + chars_b))
     log.info("text pairs: the auto settings measure each row as [CLS] text [SEP] text_pair [SEP]")
-    return recipe.DataProfile(
-        len(lengths), classes, median, p95, sum(lengths), tuple(lengths), characters
-    )
+    return recipe.DataProfile.from_counts(counts, classes)
 
 
 def auto_class_weights(splits: LabeledSplits) -> list[float]:

@@ -211,8 +211,8 @@ class ClassificationTask(EncoderTask):
         encoder = self.model.encoder
         frozen = [*encoder.layers[:layers]]
         if embeddings:
-            frozen += [encoder.tok_emb, encoder.type_emb, encoder.bigram_emb, encoder.positions]
-            frozen.append(encoder.emb_norm)
+            frozen += [encoder.tok_emb, encoder.type_emb, encoder.bigram_emb]
+            frozen += [encoder.positions, encoder.emb_norm]
         for module in frozen:
             if module is not None:
                 module.requires_grad_(False)
@@ -295,8 +295,8 @@ class ClassificationTask(EncoderTask):
         B, T = batch["input_ids"].shape
         self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
         ids, mask = batch["input_ids"], self._drop_tokens(batch["attention_mask"])
-        if self.config.bigram_buckets:  # a hidden token leaves its neighbour's pair too
-            ids = ids.masked_fill(~mask.bool(), self.config.pad_id)
+        if self.config.bigram_buckets and self.hparams.token_dropout > 0:
+            ids = ids.masked_fill(~mask.bool(), self.config.pad_id)  # and from its neighbour's pair
         logits = self(ids, mask, batch.get("token_type_ids"))
         labels, real = batch["labels"], batch.get("real")
         loss = self._loss(logits, labels) if real is None else self._distill_loss(logits, batch)

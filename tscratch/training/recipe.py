@@ -98,12 +98,16 @@ class DataProfile:
 
     @classmethod
     def of(cls, texts: Sequence[str], classes: int) -> DataProfile:
-        estimates = [estimate_counts(t) for t in texts]
-        lengths = sorted(n for n, _ in estimates)
+        return cls.from_counts([estimate_counts(t) for t in texts], classes)
+
+    @classmethod
+    def from_counts(cls, counts: Sequence[tuple[int, int]], classes: int) -> DataProfile:
+        """The profile of rows measured as `estimate_counts` does: (tokens, CJK characters)."""
+        lengths = sorted(n for n, _ in counts)
         p95 = lengths[min(len(lengths) - 1, math.ceil(0.95 * len(lengths)) - 1)]
         median = int(statistics.median(lengths))
-        characters = sum(c for _, c in estimates)
-        return cls(len(texts), classes, median, p95, sum(lengths), tuple(lengths), characters)
+        characters = sum(c for _, c in counts)
+        return cls(len(counts), classes, median, p95, sum(lengths), tuple(lengths), characters)
 
     def tokens_per_epoch(self, max_length: int | None) -> int:
         """Tokens one pass trains on, each text cut at ``max_length``."""
