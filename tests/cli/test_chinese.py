@@ -54,7 +54,7 @@ def test_fit_learns_chinese_topics_and_predicts_their_names(chinese_csv, shared_
     args = [
         "--config", TINY_YAML, "--data.dataset", chinese_csv, "--data.vocab_size", "200",
         "--data.max_length", "auto", "--data.batch_size", "16", "--trainer.max_epochs", "8",
-        "--model.bigram_buckets", "auto",
+        "--model.bigram_buckets", "auto", "--model.ema_steps", "0.25",
         "--trainer.limit_train_batches", "1.0", "--trainer.limit_val_batches", "1.0",
         "--trainer.limit_test_batches", "1.0", "--trainer.default_root_dir", root,
         "--trainer.enable_progress_bar", "false",
@@ -69,6 +69,8 @@ def test_fit_learns_chinese_topics_and_predicts_their_names(chinese_csv, shared_
     assert re.search(r"data\.max_length\s+32\s", log), log
     assert re.search(r"model\.bigram_buckets\s+65536\s+\d+% of the tokens are single CJK", log)
     assert "3 classes ['体育', '科技', '财经']" in log  # the CSV's own label names
+    average = re.search(r"averaging the weights over about the last (\d+) of (\d+) steps", log)
+    assert average and int(average[1]) == round(0.25 * int(average[2])), log
     tested = float(re.search(r"test accuracy (\d\.\d+)", log)[1])
     assert tested >= LEARNED, log
 

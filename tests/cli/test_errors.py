@@ -594,6 +594,7 @@ def test_bad_loader_settings_are_user_errors(arg, value, message):
         ("weight_decay", -0.1, r"weight_decay \(-0\.1\) must be >= 0"),
         ("betas", (0.9, 1.5), r"betas \(\[0\.9, 1\.5\]\) must be two numbers in \[0, 1\)"),
         ("label_smoothing", 2.0, r"label_smoothing \(2\.0\) must be in \[0, 1\)"),
+        ("ema_steps", 1.5, r"ema_steps \(1\.5\) as a fraction of all steps must be in \(0, 1\)"),
     ],
 )
 def test_bad_optimizer_settings_are_user_errors(arg, value, message):

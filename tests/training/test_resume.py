@@ -4,7 +4,7 @@ The exact-resume tests train the CLI's module, data and checkpoint callbacks twi
 through, once interrupted by an exception right after the checkpoint of step k is written and
 then resumed from `last.ckpt`. On CPU in fp32 both must see the same batches with the same RNG
 state and end with identical weights and optimizer state, both for a resume at an epoch
-boundary and for one in the middle of an epoch.
+boundary and for one in the middle of an epoch, and with a weight average (`ema_steps`) too.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def _fit(
     every_n_train_steps: int | None,
     recorder: Recorder,
     ckpt_path: Path | None = None,
+    ema_steps: int | float = 0,
 ) -> tuple[ClassificationTask, L.Trainer]:
     """The CLI's recipe on a tiny model: its module, data, callbacks and trainer settings."""
     L.seed_everything(0, verbose=False)
@@ -133,6 +134,7 @@ def _fit(
         max_len=64,
         dropout=0.1,  # random masks: a resume that does not restore the RNG diverges
         lr=3e-3,
+        ema_steps=ema_steps,
     )
     settings = trainer_defaults()  # gradient clipping, use_distributed_sampler=False, monitors
     settings.update(
@@ -207,6 +209,37 @@ def test_resume_from_last_is_bitwise_exact(
     )
     assert scheduler["last_epoch"] == straight_scheduler["last_epoch"]
     assert scheduler["_last_lr"] == straight_scheduler["_last_lr"]
+
+
+@pytest.mark.slow
+def test_resume_with_a_weight_average_is_bitwise_exact(one_thread, shared_cache, tmp_path):
+    """The average and the trained weights both travel in the checkpoint: a run stopped in the
+    middle of an epoch ends with the same average (the model after fit) and optimizer state."""
+    straight = Recorder()
+    straight_model, straight_trainer = _fit(
+        tmp_path / "straight", shared_cache, 4, straight, ema_steps=5
+    )
+    root = tmp_path / "stopped"
+    before = Recorder(4)
+    with pytest.raises(Interrupted):
+        _fit(root, shared_cache, 4, before, ema_steps=5)
+    last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    after = Recorder()
+    model, trainer = _fit(root, shared_cache, 4, after, ckpt_path=last, ema_steps=5)
+
+    assert before.seen + after.seen == straight.seen
+    _assert_same_tensors(model.state_dict(), straight_model.state_dict())
+    optimizer, straight_optimizer = (
+        t.optimizers[0].state_dict() for t in (trainer, straight_trainer)
+    )
+    for key, state in optimizer["state"].items():
+        _assert_same_tensors(state, straight_optimizer["state"][key])
+    # Not the trained weights: the average differs from them (else this test proves nothing).
+    saved = torch.load(last, weights_only=True)
+    assert any(
+        not torch.equal(saved["state_dict"][k], saved["current_model_state"][k])
+        for k in saved["state_dict"]
+    )
 
 
 def _assert_same_tensors(got: dict, expected: dict) -> None:

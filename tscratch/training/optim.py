@@ -100,6 +100,23 @@ def resolve_warmup(warmup_steps: int | float, total_steps: int) -> int:
     return warmup_steps
 
 
+def check_ema_steps(ema_steps: int | float) -> None:
+    """0 (no average), a positive int step count, or a float fraction in (0, 1)."""
+    wrong = f"ema_steps ({ema_steps}) must be 0 (no average), a step count or a fraction"
+    if isinstance(ema_steps, bool):
+        raise UserError(wrong)
+    if ema_steps == 0:
+        return
+    if isinstance(ema_steps, float):
+        if not 0.0 < ema_steps < 1.0:
+            raise UserError(
+                f"ema_steps ({ema_steps}) as a fraction of all steps must be in (0, 1); "
+                f"pass an int for a step count, or 0 for no average"
+            )
+    elif ema_steps < 0:
+        raise UserError(wrong)
+
+
 @dataclass(frozen=True)
 class OptimizerConfig:
     """AdamW and its learning-rate schedule, stepped once per optimizer step.
@@ -121,6 +138,10 @@ class OptimizerConfig:
     schedule: str = "cosine"
     """learning-rate schedule: a module of tscratch/training/schedules/ (cosine: linear warmup,
     then half a cosine down to min_lr)."""
+    ema_steps: int | float = 0
+    """keep an exponential moving average of the weights over about this many recent optimizer
+    steps (decay 1 - 1/N): an int step count or a float fraction of all steps; 0: none. With
+    one, validation, checkpoints and export use the average (`tscratch.training.averaging`)."""
 
     def __post_init__(self) -> None:
         # What AdamW would reject later with a traceback, and a schedule that does not exist.
@@ -131,6 +152,7 @@ class OptimizerConfig:
         betas = self.betas
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise UserError(f"betas ({list(betas)}) must be two numbers in [0, 1)")
+        check_ema_steps(self.ema_steps)
         if self.schedule not in SCHEDULES:
             raise UserError(f"schedule ({self.schedule!r}) must be one of {tuple(SCHEDULES)}")
 

@@ -248,21 +248,23 @@ def _heatmap(ax, weights: Tensor, tokens: list[str], title: str, keys: bool, que
     (`queries`)."""
     ax.imshow(weights.float().cpu().numpy(), cmap="viridis", vmin=0.0, aspect="auto")
     ax.set_title(title, fontsize=8)
+    # A panel without names gets no ticks at all: each tick is several artists to lay out.
     ticks = range(len(tokens))
     names, family = readable_labels(tokens) if keys or queries else ([], None)
-    ax.set_xticks(ticks, names if keys else [], rotation=90, fontsize=6, fontfamily=family)
-    ax.set_yticks(ticks, names if queries else [], fontsize=6, fontfamily=family)
+    ax.set_xticks(ticks if keys else [], names if keys else [], rotation=90, fontsize=6,
+                  fontfamily=family)  # fmt: skip
+    ax.set_yticks(ticks if queries else [], names if queries else [], fontsize=6,
+                  fontfamily=family)  # fmt: skip
 
 
 def attention_mean_figure(weights: Tensor, tokens: list[str], layer: int) -> Figure:
     """Head-averaged attention of one layer: rows are queries, columns keys. weights (H, T, T)."""
     size = max(4.0, 0.18 * len(tokens) + 1.5)
-    fig = Figure(figsize=(size, size))
+    fig = Figure(figsize=(size, size), layout="constrained")
     ax = fig.subplots()
     _heatmap(ax, weights.mean(dim=0), tokens, f"layer {layer}, mean over heads", True, True)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-    fig.tight_layout()
     return fig
 
 
@@ -277,7 +279,7 @@ def attention_heads_figure(weights: Tensor, tokens: list[str], layer: int) -> Fi
     cols = min(heads, 4)
     rows = -(-heads // cols)
     size = max(3.0, 0.12 * len(tokens) + 1.0)
-    fig = Figure(figsize=(cols * size, rows * size))
+    fig = Figure(figsize=(cols * size, rows * size), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     labels = len(tokens) <= 48
     for h, ax in enumerate(axes.flat):
@@ -287,5 +289,4 @@ def attention_heads_figure(weights: Tensor, tokens: list[str], layer: int) -> Fi
             _heatmap(ax, weights[h], tokens, title, labels and bottom, labels and left)
         else:
             ax.axis("off")
-    fig.tight_layout()
     return fig

@@ -101,6 +101,21 @@ class EncoderTask(L.LightningModule):
             "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
         }
 
+    def configure_callbacks(self) -> list[L.Callback]:
+        """The weight average when `optim.ema_steps` asks for one (`training.averaging`)."""
+        from lightning.pytorch.callbacks import WeightAveraging
+
+        from tscratch.training.averaging import WeightAverage
+
+        # Lightning asks again when the same trainer tests after fitting: keep the one it has
+        # (and a user's own WeightAveraging callback wins over ema_steps).
+        trainer = self._trainer
+        if not self.optim.ema_steps or (
+            trainer is not None and any(isinstance(c, WeightAveraging) for c in trainer.callbacks)
+        ):
+            return []
+        return [WeightAverage(self.optim.ema_steps)]
+
     def fused_optimizer(self) -> bool:
         """Whether AdamW runs as one fused kernel over all parameters (else `foreach`, a few
         batched ops). Fused is the fastest, on a CPU too (torch >= 2.4: 9 ms against 54 ms per
