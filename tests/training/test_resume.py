@@ -4,7 +4,7 @@ The exact-resume tests train the CLI's module, data and checkpoint callbacks twi
 through, once interrupted by an exception right after the checkpoint of step k is written and
 then resumed from `last.ckpt`. On CPU in fp32 both must see the same batches with the same RNG
 state and end with identical weights and optimizer state, both for a resume at an epoch
-boundary and for one in the middle of an epoch, and with a weight average (`ema_steps`) too.
+boundary and for one in the middle of an epoch, with a weight average (`ema_steps`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tscratch.training.classification import ClassificationTask
 
 STEPS_PER_EPOCH = 6
 EPOCHS = 2
+EMA_STEPS = 5
 
 
 # --- Command line -------------------------------------------------------------------------------
@@ -167,9 +168,14 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def straight_run(one_thread, shared_cache, tmp_path_factory):
-    """The uninterrupted reference: 2 epochs of 6 steps (checkpoint saves change nothing)."""
+    """The uninterrupted reference: 2 epochs of 6 steps (checkpoint saves change nothing), with
+    a weight average (`ema_steps`, as default.yaml has one): the average and the trained weights
+    must both come back. The command-line interrupt tests (test_interrupt.py) resume runs
+    without one."""
     recorder = Recorder()
-    model, trainer = _fit(tmp_path_factory.mktemp("straight"), shared_cache, 4, recorder)
+    model, trainer = _fit(
+        tmp_path_factory.mktemp("straight"), shared_cache, 4, recorder, ema_steps=EMA_STEPS
+    )
     return model, trainer, recorder
 
 
@@ -185,12 +191,20 @@ def test_resume_from_last_is_bitwise_exact(
     straight_model, straight_trainer, straight = straight_run
     before = Recorder(stop_at_step)
     with pytest.raises(Interrupted, match=f"stopped at step {stop_at_step}"):
-        _fit(tmp_path, shared_cache, every_n_train_steps, before)
+        _fit(tmp_path, shared_cache, every_n_train_steps, before, ema_steps=EMA_STEPS)
     last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
-    assert torch.load(last, weights_only=True)["global_step"] == stop_at_step
+    saved = torch.load(last, weights_only=True)
+    assert saved["global_step"] == stop_at_step
+    # the checkpoint's weights are the average, the trained ones travel beside them
+    assert any(
+        not torch.equal(saved["state_dict"][k], saved["current_model_state"][k])
+        for k in saved["state_dict"]
+    )
 
     after = Recorder()
-    model, trainer = _fit(tmp_path, shared_cache, every_n_train_steps, after, ckpt_path=last)
+    model, trainer = _fit(
+        tmp_path, shared_cache, every_n_train_steps, after, ckpt_path=last, ema_steps=EMA_STEPS
+    )
 
     # Same batches in the same order, each met with the same global RNG state (dropout masks).
     assert len(straight.seen) == EPOCHS * STEPS_PER_EPOCH
@@ -209,37 +223,6 @@ def test_resume_from_last_is_bitwise_exact(
     )
     assert scheduler["last_epoch"] == straight_scheduler["last_epoch"]
     assert scheduler["_last_lr"] == straight_scheduler["_last_lr"]
-
-
-@pytest.mark.slow
-def test_resume_with_a_weight_average_is_bitwise_exact(one_thread, shared_cache, tmp_path):
-    """The average and the trained weights both travel in the checkpoint: a run stopped in the
-    middle of an epoch ends with the same average (the model after fit) and optimizer state."""
-    straight = Recorder()
-    straight_model, straight_trainer = _fit(
-        tmp_path / "straight", shared_cache, 4, straight, ema_steps=5
-    )
-    root = tmp_path / "stopped"
-    before = Recorder(4)
-    with pytest.raises(Interrupted):
-        _fit(root, shared_cache, 4, before, ema_steps=5)
-    last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
-    after = Recorder()
-    model, trainer = _fit(root, shared_cache, 4, after, ckpt_path=last, ema_steps=5)
-
-    assert before.seen + after.seen == straight.seen
-    _assert_same_tensors(model.state_dict(), straight_model.state_dict())
-    optimizer, straight_optimizer = (
-        t.optimizers[0].state_dict() for t in (trainer, straight_trainer)
-    )
-    for key, state in optimizer["state"].items():
-        _assert_same_tensors(state, straight_optimizer["state"][key])
-    # Not the trained weights: the average differs from them (else this test proves nothing).
-    saved = torch.load(last, weights_only=True)
-    assert any(
-        not torch.equal(saved["state_dict"][k], saved["current_model_state"][k])
-        for k in saved["state_dict"]
-    )
 
 
 def _assert_same_tensors(got: dict, expected: dict) -> None:
