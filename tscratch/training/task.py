@@ -103,6 +103,8 @@ class EncoderTask(L.LightningModule):
 
     def configure_callbacks(self) -> list[L.Callback]:
         """The weight average when `optim.ema_steps` asks for one (`training.averaging`)."""
+        if not self.optim.ema_steps:
+            return []
         from lightning.pytorch.callbacks import WeightAveraging
 
         from tscratch.training.averaging import WeightAverage
@@ -110,9 +112,7 @@ class EncoderTask(L.LightningModule):
         # Lightning asks again when the same trainer tests after fitting: keep the one it has
         # (and a user's own WeightAveraging callback wins over ema_steps).
         trainer = self._trainer
-        if not self.optim.ema_steps or (
-            trainer is not None and any(isinstance(c, WeightAveraging) for c in trainer.callbacks)
-        ):
+        if trainer is not None and any(isinstance(c, WeightAveraging) for c in trainer.callbacks):
             return []
         return [WeightAverage(self.optim.ema_steps)]
 
