@@ -39,19 +39,19 @@ def profile(median: int, p95: int, rows: int = 1000, total: int | None = None) -
     [
         (11, None, 32),
         (33, None, 64),
-        (970, 1024, 992),
-        (970, 512, 512),  # the position table's limit
-        (2000, None, 1024),  # no table (ALiBi, RoPE): the cap
-        (1500, 2048, 1024),  # a longer table: still the cap
+        (450, 1024, 480),
+        (450, 256, 256),  # the position table's limit
+        (970, None, 512),  # no table (ALiBi, RoPE): the cap
+        (970, 1024, 512),  # a longer table: still the cap
+        (1500, 768, 512),  # cut to the table, then to the cap
     ],
 )
 def test_max_length_covers_95_percent_in_multiples_of_32_within_the_limit(p95, limit, expected):
     choice = recipe.max_length(profile(10, p95), limit)
     assert (choice.option, choice.value) == ("data.max_length", expected)
-    assert ("cut to the" in choice.reason) == (limit is not None and p95 > limit)
-    assert ("capped at 1024 (pass --data.max_length" in choice.reason) == (
-        p95 > 1024 and (limit is None or limit > 1024)
-    )
+    capped = p95 > 512 and (limit is None or limit > 512)
+    assert ("cut to the" in choice.reason) == (limit is not None and p95 > limit and not capped)
+    assert ("capped at 512: 95% of training texts need" in choice.reason) == capped
 
 
 @pytest.mark.parametrize(
