@@ -46,7 +46,7 @@ AUTO = "auto"
 MAX_AUTO_LENGTH = 512
 """Longest row `auto` chooses. BBC News (95% of articles within 970 tokens), fine-tuned from the
 same pretraining stages at 512 instead of 992: best validation 98.21 and 98.65% against 98.65
-and 97.31%, test 96.43 and 95.54% against 96.43 and 94.20%, each run about 20% shorter
+and 97.31%, test 96.43 and 95.54% against 96.43 and 94.20%, in about a third less time
 (seeds 0 and 1; docs/results.md)."""
 TOKENS_PER_ENTRY = 100
 VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
