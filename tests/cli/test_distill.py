@@ -194,12 +194,13 @@ def test_epochs_left_to_the_data_count_the_copies(world, caplog):
         settle_teacher_options(config, epochs_left_to_data=True)
     assert config.data.augment_copies == 20  # recorded as the number it is
     # 150 texts of ~12 tokens and 15 full-length copies of each: ~29k tokens a pass, so the
-    # token budget would give 240 passes; a text and its 20 copies are read at most ~40 times.
-    assert config.trainer.max_epochs == 2  # round(40 / 21)
-    assert "trainer.max_epochs 2 instead, for distillation" in caplog.text
+    # token budget would give 240 passes; a text and its 20 copies are read at most ~120 times.
+    assert config.trainer.max_epochs == 6  # round(120 / 21)
+    assert "trainer.max_epochs 6 instead, for distillation" in caplog.text
+    assert "its 20 copies are read at most ~120 times" in caplog.text
     config.data.augment_copies, config.trainer.max_epochs = 10, None
     settle_teacher_options(config, epochs_left_to_data=True)
-    assert config.trainer.max_epochs == 4  # round(40 / 11): the distil recipe's 10 copies
+    assert config.trainer.max_epochs == 11  # round(120 / 11)
     config.data.augment_copies, config.trainer.max_epochs = 0, None
     settle_teacher_options(config, epochs_left_to_data=False)
     assert config.data.augment_copies == 0 and config.trainer.max_epochs is None
