@@ -28,7 +28,7 @@ from tscratch.config import EncoderConfig
 from tscratch.nn.attention import compute_dtype
 from tscratch.nn.bigrams import pair_ids
 from tscratch.nn.blocks import EncoderBlock, self_attention_inputs
-from tscratch.nn.heads import ClassificationHead, Pooling
+from tscratch.nn.heads import ClassificationHead, Pooling, pool
 from tscratch.nn.masks import attention_keep_mask
 from tscratch.nn.norms import make_norm
 from tscratch.nn.positions import position_scheme
@@ -180,6 +180,19 @@ class TransformerClassifier(nn.Module):
         )
         logits = self.head(out.last_hidden_state, attention_mask)  # (B, C)
         return ClassifierOutput(logits, out.attentions)
+
+    def pooled_logits(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        token_type_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """(the pooled vectors (B, D) the head reads, before its dropout; the logits (B, C)):
+        what `forward` computes, with the text's vector too (for distillation)."""
+        out = self.encoder(input_ids, attention_mask, token_type_ids=token_type_ids)
+        pooled = pool(out.last_hidden_state, attention_mask, self.head.pooling)
+        return pooled, self.head.classify(pooled)
 
 
 def forward_flops(

@@ -20,6 +20,7 @@ from tscratch.cli import fit_teacher as teacher_module
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit_teacher import TeacherModel, label_order, settle_teacher_options, teacher_key
 from tscratch.data.classification import TextClassificationData
+from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, export
 
@@ -86,7 +87,9 @@ def test_a_student_distils_reports_test_accuracy_and_resumes_from_the_cached_log
     assert line and line[1] == str(teacher) and line.group(2, 3) == ("150", "300"), log
     cached = Path(line[4])
     assert cached.parent == world["cache"] / "teacher_logits" and cached.is_file()
-    assert torch.load(cached, weights_only=True)["logits"].shape == (450, 3)
+    saved = torch.load(cached, weights_only=True)
+    assert saved["logits"].shape == (450, 3) and saved["features"].shape == (450, 32)
+    assert saved["features"].dtype == torch.float16  # the pooled vectors, half the disk
     assert "teacher logits: running" in log
     assert re.search(r"test accuracy \d\.\d{4}", log), log
 
@@ -102,6 +105,24 @@ def test_a_student_distils_reports_test_accuracy_and_resumes_from_the_cached_log
     hparams = torch.load(root / "lightning_logs/version_0/checkpoints/last.ckpt",
                          weights_only=True)["hyper_parameters"]  # fmt: skip
     assert hparams["teacher"] == str(teacher) and hparams["distill_weight"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_student_learns_the_teachers_similarities_from_the_cached_vectors(world):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root = world["base"] / "similar"
+    args = _args(world["data"], root, "--model.teacher", world["teacher"],
+                 "--data.augment_copies", "2", "--model.similarity_weight", "2.5")  # fmt: skip
+    code, log = fit_in_process(args, world["cache"])
+    assert code == 0, log
+    events = EventAccumulator(str(root / "lightning_logs" / "version_0"))
+    events.Reload()
+    similar = [e.value for e in events.Scalars("train/similarity_mse")]
+    assert similar and all(0 <= v <= 4 for v in similar)  # cosines differ by at most 2
+    hparams = torch.load(root / "lightning_logs/version_0/checkpoints/last.ckpt",
+                         weights_only=True)["hyper_parameters"]  # fmt: skip
+    assert hparams["similarity_weight"] == 2.5
 
 
 @pytest.mark.slow
@@ -123,12 +144,19 @@ def test_teacher_labels_map_by_name_and_other_labels_are_refused(world, monkeypa
     teacher = TeacherModel(str(world["teacher"]))
     texts = ["bank price today", "goal match news", "chip robot week"]
     own = open_classifier(world["teacher"]).logits(texts)
-    reordered = teacher.logits(lambda mask: texts, ["tech", "money", "sport"])
+    reordered, pooled = teacher.outputs(lambda mask: texts, ["tech", "money", "sport"])
     assert torch.allclose(reordered, own[:, [2, 0, 1]], atol=1e-6)
+    classifier = open_classifier(world["teacher"])  # the vectors its head reads
+    module = classifier.module
+    ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
+    with torch.no_grad():
+        expected, logits = module.pooled_logits(*pad_batch(ids, module.config.pad_id))
+    assert pooled.shape == (3, module.config.d_model)
+    assert torch.allclose(pooled, expected, atol=1e-5) and torch.allclose(logits, own, atol=1e-5)
     assert label_order(["a", "b"], ["b", "a"], "t") == [1, 0]
     with pytest.raises(UserError, match=r"predicts labels \['money', 'sport', 'tech'\] but the "
                        r"data has labels \['money', 'sport'\]; distil from a teacher"):  # fmt: skip
-        teacher.logits(lambda mask: texts, ["money", "sport"])
+        teacher.outputs(lambda mask: texts, ["money", "sport"])
 
 
 def test_the_teacher_runs_on_the_device_it_is_given_even_beside_a_gpu(world, monkeypatch):
@@ -141,7 +169,7 @@ def test_the_teacher_runs_on_the_device_it_is_given_even_beside_a_gpu(world, mon
         return open_classifier(source, device="cpu")
 
     monkeypatch.setattr(teacher_module, "open_classifier", opened)
-    TeacherModel(str(world["teacher"])).logits(lambda mask: ["bank"], ["money", "sport", "tech"])
+    TeacherModel(str(world["teacher"])).outputs(lambda mask: ["bank"], ["money", "sport", "tech"])
     assert devices == ["cpu"]
     assert teacher_module.autocast_dtype("mps") is None
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
@@ -213,9 +241,9 @@ def test_the_teacher_runs_in_bf16_where_the_cpu_has_it_and_fp32_elsewhere(
     teacher, labels = TeacherModel(str(world["teacher"])), ["money", "sport", "tech"]
     with caplog.at_level("INFO", logger="tscratch"):
         monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)
-        fp32 = teacher.logits(lambda mask: texts, labels)
+        fp32 = teacher.outputs(lambda mask: texts, labels).logits
         monkeypatch.setattr(teacher_module, "native_bf16", lambda: True)
-        bf16 = teacher.logits(lambda mask: texts, labels)
+        bf16 = teacher.outputs(lambda mask: texts, labels).logits
     assert "over 12 texts (fp32)" in caplog.text and "(bfloat16 autocast)" in caplog.text
     assert fp32.dtype == bf16.dtype == torch.float32
     assert torch.allclose(bf16, fp32, atol=0.1) and not torch.equal(bf16, fp32)

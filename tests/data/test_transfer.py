@@ -14,7 +14,13 @@ from datasets import Dataset
 
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.sources import column
-from tscratch.data.transfer import DEFAULT_COPIES, Augmentation, logits_key, teacher_logits
+from tscratch.data.transfer import (
+    DEFAULT_COPIES,
+    Augmentation,
+    TeacherOutputs,
+    logits_key,
+    teacher_logits,
+)
 from tscratch.errors import UserError
 
 SETTINGS = Augmentation(copies=2, p_mask=0.1, p_swap=0.1, p_ngram=0.25, seed=0)
@@ -22,16 +28,19 @@ LABELS = ["neg", "pos"]
 
 
 class CountingTeacher:
-    """A teacher whose logits are (row number, -row number), counting its calls."""
+    """A teacher whose logits are (row number, -row number) and pooled vectors (row number,
+    1, 0) (none with ``features=False``, as an ONNX teacher), counting its calls."""
 
-    def __init__(self, key: str = "k1") -> None:
+    def __init__(self, key: str = "k1", features: bool = True) -> None:
         self.name, self.key, self.calls, self.texts = "stand-in", key, 0, []
+        self.features = features
 
-    def logits(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]):
+    def outputs(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]):
         self.calls += 1
         self.texts = texts_for("[MASK]")
         rows = torch.arange(len(self.texts), dtype=torch.float32)
-        return torch.stack([rows, -rows], dim=1)
+        pooled = torch.stack([rows, torch.ones_like(rows), torch.zeros_like(rows)], dim=1)
+        return TeacherOutputs(torch.stack([rows, -rows], dim=1), pooled if self.features else None)
 
 
 @pytest.fixture
@@ -71,11 +80,13 @@ def test_the_key_changes_with_teacher_labels_each_setting_and_the_texts():
 
 def test_the_teacher_runs_once_and_a_changed_setting_runs_it_again(tmp_path):
     teacher, texts = CountingTeacher(), ["one two three", "four five six"]
-    logits, path = teacher_logits(teacher, LABELS, SETTINGS, texts, str(tmp_path))
+    (logits, features), path = teacher_logits(teacher, LABELS, SETTINGS, texts, str(tmp_path))
     assert teacher.calls == 1 and path.is_file() and logits.shape == (6, 2)
+    assert features.shape == (6, 3) and features.dtype == torch.float32
     assert teacher.texts[:2] == texts  # the originals first, then 2 copies of each
-    again, same_path = teacher_logits(teacher, LABELS, SETTINGS, texts, str(tmp_path))
+    (again, same), same_path = teacher_logits(teacher, LABELS, SETTINGS, texts, str(tmp_path))
     assert teacher.calls == 1 and same_path == path and torch.equal(again, logits)
+    assert torch.equal(same, features)  # small whole numbers: exact in the float16 cache
     other = dataclasses.replace(SETTINGS, p_mask=0.3)
     teacher_logits(teacher, LABELS, other, texts, str(tmp_path))
     assert teacher.calls == 2
@@ -105,11 +116,25 @@ def test_only_the_training_split_grows_and_its_rows_carry_the_teacher(toy_csv, t
     batch = next(iter(data.train_dataloader()))
     assert batch["teacher_logits"].shape == (len(batch["labels"]), 2)
     assert batch["real"].dtype == torch.bool
+    # Each row's pooled vector is the one the teacher gave that row: (row number, 1, 0).
+    assert batch["teacher_features"].dtype == torch.float32
+    assert torch.equal(batch["teacher_features"][:, 0], batch["teacher_logits"][:, 0])
+    assert torch.equal(batch["teacher_features"][:, 1:], torch.tensor([[1.0, 0.0]]).expand(
+        len(batch["labels"]), 2))  # fmt: skip
 
     rerun = _data(toy_csv, str(tmp_path), augment_copies=2)
     rerun.distill_from(second := CountingTeacher())
     rerun.setup("fit")
     assert second.calls == 0 and rerun.split("train")[:] == train[:]
+
+
+def test_a_teacher_without_pooled_vectors_gives_logits_only(toy_csv, tmp_path):
+    data = _data(toy_csv, str(tmp_path), augment_copies=1)
+    data.distill_from(CountingTeacher(features=False))
+    data.setup("fit")
+    assert "transfer_row" not in data.split("train").column_names
+    batch = next(iter(data.train_dataloader()))
+    assert "teacher_logits" in batch and "teacher_features" not in batch
 
 
 def test_copies_default_to_twenty_and_zero_keeps_the_originals(toy_csv, tmp_path):

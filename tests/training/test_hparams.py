@@ -112,7 +112,7 @@ def test_every_field_but_the_runtime_ones_is_checked_on_resume():
         "head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers",  # parameter groups
         "loss", "focal_gamma", "class_weights",  # the training objective
         "multi_label",  # the loss and the saved thresholds
-        "teacher", "distill_weight",  # distillation: the objective and its targets
+        "teacher", "distill_weight", "similarity_weight",  # distillation: objective, targets
     }  # fmt: skip
     assert {"dropout", "attention_dropout", "attention_impl"} == EncoderConfig.RUNTIME_FIELDS
 

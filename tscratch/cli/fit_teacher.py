@@ -1,11 +1,12 @@
 """`--model.teacher SOURCE`: the fine-tuned classifier a tscratch fit run distils from.
 
-`TeacherModel` is the `tscratch.data.transfer.Teacher` the data module asks for logits. It opens
-SOURCE (whatever `open_classifier` opens: a `.ckpt`, an exported folder or its ONNX file) only
-when the logits are not cached, runs it longest text first in batches of similar length
-(`tscratch.cli.predict_logits`) on the device the run trains on, under bf16 autocast where that
-device has native bf16 (fp16 on a CUDA device without it; fp32 on a CPU without it, where bf16
-is emulated and slow), and lets it go before the student trains. Its `key` is a hash of
+`TeacherModel` is the `tscratch.data.transfer.Teacher` the data module asks for logits (and the
+pooled vectors its head reads, for `--model.similarity_weight`). It opens SOURCE (whatever
+`open_classifier` opens: a `.ckpt`, an exported folder or its ONNX file, which gives logits
+only) only when they are not cached, runs it longest text first in batches of similar length
+(as `tscratch.cli.predict_logits` does) on the device the run trains on, under bf16 autocast
+where that device has native bf16 (fp16 on a CUDA device without it; fp32 on a CPU without it,
+where bf16 is emulated and slow), and lets it go before the student trains. Its `key` is a hash of
 SOURCE's bytes (for a folder: its weights, config and tokenizer files), so a retrained teacher
 at the same path gets new logits.
 """
@@ -16,6 +17,7 @@ import contextlib
 import gc
 import hashlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,14 +25,16 @@ from pathlib import Path
 import torch
 from jsonargparse import Namespace
 from torch import Tensor
+from tqdm import tqdm
 
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit_auto import training_profile
 from tscratch.cli.predict_logits import document_logits
+from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
-from tscratch.data.transfer import DEFAULT_COPIES, mask_token_of
+from tscratch.data.transfer import DEFAULT_COPIES, TeacherOutputs, mask_token_of
 from tscratch.errors import MissingFile, UserError
-from tscratch.export import CONFIG, TOKENIZER, WEIGHTS
+from tscratch.export import CONFIG, TOKENIZER, WEIGHTS, ExportedClassifier
 from tscratch.training import recipe
 from tscratch.training.precision import native_bf16
 
@@ -110,9 +114,12 @@ class TeacherModel:
         self.batch_size = batch_size
         self.device = device
 
-    def logits(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]) -> Tensor:
+    def outputs(
+        self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]
+    ) -> TeacherOutputs:
         """Float32 logits (N, C) of ``texts_for(mask)``, ``mask`` the teacher's own mask token,
-        columns in ``label_names``' order."""
+        columns in ``label_names``' order, and the pooled vectors (N, D) its head reads (None
+        for an ONNX teacher)."""
         device = self.device
         classifier = open_classifier(self.name, device=device)
         if classifier.reads_pairs or classifier.multi_label:
@@ -129,11 +136,37 @@ class TeacherModel:
         kind = torch.device(device).type  # autocast takes a device type, not an index
         autocast = contextlib.nullcontext() if dtype is None else torch.autocast(kind, dtype)
         with autocast:
-            logits = document_logits(classifier, texts, batch_size=self.batch_size, progress=True)
+            if classifier.module is None:  # ONNX: logits only
+                logits = document_logits(classifier, texts, self.batch_size, progress=True)
+                features = None
+            else:
+                logits, features = pooled_logits(classifier, texts, self.batch_size)
         del classifier  # the student trains without the teacher in memory
         gc.collect()
         log.info("teacher logits: %d texts in %.1f s", len(texts), time.perf_counter() - start)
-        return logits[:, columns].float()
+        return TeacherOutputs(logits[:, columns].float(), features)
+
+
+def pooled_logits(
+    classifier: ExportedClassifier, texts: Sequence[str], batch_size: int
+) -> tuple[Tensor, Tensor]:
+    """Float32 logits (N, C) and pooled vectors (N, D) of ``texts`` through a torch classifier,
+    as `document_logits` reads them (each cut to ``max_length``, longest first in batches)."""
+    module = classifier.module
+    device = next(module.parameters()).device
+    pad_id = module.config.pad_id
+    ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    logits = torch.empty(len(ids), len(classifier.labels))
+    features = torch.empty(len(ids), module.config.d_model)
+    quiet = len(batches) < 2
+    for batch in tqdm(batches, desc="teacher", unit="batch", file=sys.stderr, disable=quiet):
+        input_ids, mask = pad_batch([ids[i] for i in batch], pad_id)
+        with torch.inference_mode():
+            pooled, out = module.pooled_logits(input_ids.to(device), mask.to(device))
+        logits[batch], features[batch] = out.float().cpu(), pooled.float().cpu()
+    return logits, features
 
 
 def settle_teacher_options(config: Namespace, epochs_left_to_data: bool) -> None:

@@ -15,6 +15,7 @@ from typing import Literal
 
 from datasets import Dataset
 from tokenizers import Tokenizer
+from torch import Tensor
 from torch.utils.data import DataLoader
 
 from tscratch.data.augment import check_augment
@@ -175,6 +176,7 @@ class TextClassificationData(TokenizedData):
         self._prepared: _Prepared | None = None
         self._tokenized: dict[str, Dataset] = {}
         self.teacher: Teacher | None = None  # see distill_from
+        self.teacher_features: Tensor | None = None  # (N + M, D) pooled vectors, if any
 
     # Sizes the CLI links into the model (tokenizer, vocab_size, pad_id: see TokenizedData).
     @property
@@ -269,7 +271,8 @@ class TextClassificationData(TokenizedData):
                 key = fingerprint(*parts)
             self._tokenized[split] = self._tokenize(ds, split, key)
         if self.teacher is not None:  # copies and teacher logits join the training rows
-            self._tokenized["train"] = distillation_split(self, self._tokenized["train"])
+            train, self.teacher_features = distillation_split(self, self._tokenized["train"])
+            self._tokenized["train"] = train
         if stage in (None, "fit"):
             self.describe()
 
@@ -315,9 +318,8 @@ class TextClassificationData(TokenizedData):
 
     def train_dataloader(self) -> ResumableDataLoader:
         """Length-bucketed, epoch-seeded, resumable training batches."""
-        return self.training_loader(
-            self.split("train"), self.train_sampler(), PadCollator(self.pad_id, self.widths)
-        )
+        collate = PadCollator(self.pad_id, self.widths, self.teacher_features)
+        return self.training_loader(self.split("train"), self.train_sampler(), collate)
 
     def _eval_dataloader(self, name: Literal["validation", "test"]) -> DataLoader:
         ds = self.split(name)

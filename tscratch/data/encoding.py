@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 import torch
@@ -92,12 +92,15 @@ class PadCollator:
     Rows of text pairs also carry ``token_type_ids``: the batch then has ``token_type_ids``
     (B, T) long, padded with 0. Rows that carry an ``index`` (see :class:`IndexedRows`) give the
     batch an ``index`` (B,) long. Rows of a distillation split (`tscratch.data.transfer`) give
-    ``teacher_logits`` (B, C) float and ``real`` (B,) bool (False on augmented copies).
+    ``teacher_logits`` (B, C) float and ``real`` (B,) bool (False on augmented copies), and
+    with ``teacher_features`` (the teacher's pooled vectors, one per row of the split) rows that
+    carry a ``transfer_row`` give ``teacher_features`` (B, D) float.
     ``widths``: what T may be (`widths_for`); () pads to the longest row's multiple of 8.
     """
 
     pad_id: int
     widths: tuple[int, ...] = ()
+    teacher_features: torch.Tensor | None = field(default=None, compare=False)
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         ids = [r["input_ids"] for r in rows]
@@ -113,6 +116,9 @@ class PadCollator:
             logits = [r["teacher_logits"] for r in rows]
             batch["teacher_logits"] = torch.as_tensor(logits, dtype=torch.float32)  # (B, C)
             batch["real"] = torch.as_tensor([r["real"] for r in rows], dtype=torch.bool)
+        if self.teacher_features is not None and "transfer_row" in rows[0]:
+            index = torch.as_tensor([r["transfer_row"] for r in rows], dtype=torch.long)
+            batch["teacher_features"] = self.teacher_features[index].float()  # (B, D)
         return batch
 
 

@@ -8,8 +8,10 @@ the teacher's own (its file's hash), the data's label names, the augmentation se
 training texts: a second run, or a resumed one, reads them back and never runs the teacher.
 
 Rows gain ``teacher_logits`` (C floats, in the data's label order) and ``real`` (False on the
-copies, whose labels are only their source row's, so only the real rows train on labels).
-Validation and test are never augmented.
+copies, whose labels are only their source row's, so only the real rows train on labels), and,
+when the teacher gives the pooled vectors its head reads, ``transfer_row``: the row's index into
+those vectors (N + M, D), which the collator looks up (`PadCollator.teacher_features`) rather
+than storing D floats in every row. Validation and test are never augmented.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from datasets import Dataset, concatenate_datasets
@@ -39,22 +41,33 @@ al.'s n_iter; PaddleNLP's too). On BBC headlines (three seeds) 20 copies read tw
 copies read four times by 1.4 points of validation accuracy at about the same student cost;
 the teacher's pass over them doubles, but on short texts it is the cheap part
 (docs/results.md)."""
-LOGITS_FORMAT = "teacher-logits-v1"
+LOGITS_FORMAT = "teacher-logits-v2"
 """Part of the cache key: bump it when what the cache file holds changes."""
 
 
+class TeacherOutputs(NamedTuple):
+    """What a teacher gives for N texts."""
+
+    logits: Tensor
+    """Float32 (N, C), columns in the data's label order."""
+    features: Tensor | None
+    """Float32 (N, D): the pooled vector the teacher's head reads, or None (an ONNX teacher)."""
+
+
 class Teacher(Protocol):
-    """What the data needs of a teacher: a name to show, a key and its logits."""
+    """What the data needs of a teacher: a name to show, a key and its outputs."""
 
     name: str
     """How the log line names it (the path the user gave)."""
     key: str
     """Changes whenever the teacher's weights, configuration or tokenizer do."""
 
-    def logits(self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]) -> Tensor:
-        """Float32 logits (N, C) of ``texts_for(mask_token)``, the texts written with the
-        teacher's own mask token, columns in ``label_names``' order; a `UserError` when the
-        teacher's labels are not these."""
+    def outputs(
+        self, texts_for: Callable[[str], list[str]], label_names: Sequence[str]
+    ) -> TeacherOutputs:
+        """Its outputs for ``texts_for(mask_token)``, the texts written with the teacher's own
+        mask token, logit columns in ``label_names``' order; a `UserError` when the teacher's
+        labels are not these."""
         ...
 
 
@@ -123,34 +136,38 @@ def teacher_logits(
     augmentation: Augmentation,
     originals: Sequence[str],
     cache_dir: str,
-) -> tuple[Tensor, Path]:
-    """The teacher's logits (N + M, C) of the originals and their copies, and the cache file
-    they were read from or written to."""
+) -> tuple[TeacherOutputs, Path]:
+    """The teacher's outputs for the originals and their copies (N + M rows), and the cache
+    file they were read from or written to (the pooled vectors stored as float16)."""
     key = logits_key(teacher.key, label_names, augmentation, originals)
     path = Path(cache_dir) / "teacher_logits" / f"{key}.pt"
     rows = len(originals) * (1 + augmentation.copies)
     if path.is_file():
-        logits = torch.load(path, weights_only=True)["logits"]
+        saved = torch.load(path, weights_only=True)
+        logits, features = saved["logits"], saved.get("features")
         if tuple(logits.shape) == (rows, len(label_names)):
-            return logits, path
+            return TeacherOutputs(logits, None if features is None else features.float()), path
         logger.warning(
             "teacher logits %s hold %s, not %d rows: recomputing", path, logits.shape, rows
         )
-    logits = teacher.logits(lambda mask: augmentation.texts(originals, mask), label_names)
-    if tuple(logits.shape) != (rows, len(label_names)):
-        raise ValueError(f"the teacher gave logits {tuple(logits.shape)}, not {rows} rows")
-    atomic_save({"logits": logits.float().contiguous(), "label_names": list(label_names)}, path)
-    return logits, path
+    out = teacher.outputs(lambda mask: augmentation.texts(originals, mask), label_names)
+    if tuple(out.logits.shape) != (rows, len(label_names)):
+        raise ValueError(f"the teacher gave logits {tuple(out.logits.shape)}, not {rows} rows")
+    if out.features is not None and len(out.features) != rows:
+        raise ValueError(f"the teacher gave {len(out.features)} pooled vectors, not {rows}")
+    features = None if out.features is None else out.features.half().contiguous()
+    saved = {"logits": out.logits.float().contiguous(), "features": features}
+    atomic_save({**saved, "label_names": list(label_names)}, path)
+    return TeacherOutputs(saved["logits"], None if features is None else features.float()), path
 
 
-def distillation_split(data: DistilledData, train: Dataset) -> Dataset:
+def distillation_split(data: DistilledData, train: Dataset) -> tuple[Dataset, Tensor | None]:
     """The tokenized training split ``train`` with the copies appended and every row's teacher
-    logits and ``real`` flag; logs what it does."""
+    logits and ``real`` flag (and ``transfer_row`` when the teacher gave pooled vectors), and
+    those vectors (N + M, D) in float16 or None; logs what it does."""
     teacher, augmentation, raw = data.teacher, data.augmentation, data.splits.train
     originals = column(raw, "text")
-    logits, path = teacher_logits(
-        teacher, data.label_names, augmentation, originals, data.cache_dir
-    )
+    out, path = teacher_logits(teacher, data.label_names, augmentation, originals, data.cache_dir)
     copies = augmentation.texts(originals, mask_token_of(data.tokenizer))[len(originals) :]
     sources = [j // augmentation.copies for j in range(len(copies))] if copies else []
     extra = raw.select(sources).remove_columns("text").add_column("text", copies)
@@ -158,8 +175,10 @@ def distillation_split(data: DistilledData, train: Dataset) -> Dataset:
     labels = map(str, column(extra, "labels"))
     key = fingerprint(tokenizer_key, ENCODING, str(data.max_length), "transfer", copies, labels)
     merged = concatenate_datasets([train, data._tokenize(extra, "transfer", key)])
-    merged = merged.add_column("teacher_logits", logits.tolist())
+    merged = merged.add_column("teacher_logits", out.logits.tolist())
     merged = merged.add_column("real", [True] * len(originals) + [False] * len(copies))
+    if out.features is not None:
+        merged = merged.add_column("transfer_row", list(range(len(merged))))
     logger.info(
         "distilling from %s: %d training texts + %d augmented copies, teacher logits cached at %s",
         teacher.name,
@@ -167,4 +186,4 @@ def distillation_split(data: DistilledData, train: Dataset) -> Dataset:
         len(copies),
         path,
     )
-    return merged
+    return merged, None if out.features is None else out.features.half()  # as cached

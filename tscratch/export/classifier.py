@@ -8,7 +8,7 @@ as in training (`tscratch.data.encoding`) and the network is a `Forward`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tokenizers import Tokenizer
@@ -16,6 +16,9 @@ from torch import Tensor
 
 from tscratch.data.encoding import PairEncoder, encode_ids, pad_batch, pad_token_types
 from tscratch.errors import UserError
+
+if TYPE_CHECKING:
+    from tscratch.model import TransformerClassifier
 
 Forward = Callable[..., Tensor]
 """(input_ids (B, T), attention_mask (B, T)[, token_type_ids (B, T)]) -> float32 logits (B, C)."""
@@ -42,6 +45,12 @@ class ExportedClassifier:
         self.tokenizer = tokenizer
         self._forward = forward
         self._pair_encoder: PairEncoder | None = None
+
+    @property
+    def module(self) -> TransformerClassifier | None:
+        """The PyTorch network behind the torch runtime (in eval mode, on its device); None
+        for ONNX."""
+        return getattr(self._forward, "module", None)
 
     @property
     def multi_label(self) -> bool:

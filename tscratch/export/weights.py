@@ -66,6 +66,7 @@ def forward_of(model: TransformerClassifier, device: str) -> Forward:
         out = model(input_ids.to(device), attention_mask.to(device), token_type_ids=types)
         return out.logits.float().cpu()
 
+    forward.module = model  # type: ignore[attr-defined]  # ExportedClassifier.module
     return forward
 
 

@@ -54,8 +54,11 @@ class ClassificationHead(nn.Module):
         nn.init.zeros_(self.proj.bias)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        pooled = pool(hidden, attention_mask, self.pooling)  # (B, D)
-        return self.proj(self.dropout(pooled))  # (B, C)
+        return self.classify(pool(hidden, attention_mask, self.pooling))
+
+    def classify(self, pooled: Tensor) -> Tensor:
+        """Logits (B, C) of pooled vectors (B, D): dropout, then the linear layer."""
+        return self.proj(self.dropout(pooled))
 
 
 __all__ = ["ClassificationHead", "Pooling", "pool"]

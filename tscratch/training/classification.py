@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 from torchmetrics import MetricCollection
@@ -26,6 +25,7 @@ from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
 from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.pretrained import Pretrained
+from tscratch.training.distillation import check_distillation, needs_pooled, teacher_terms
 from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
 from tscratch.training.losses import check_class_weights, classification_loss
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 FINE_TUNING = ("head_lr", "layer_lr_decay", "freeze_embeddings", "freeze_layers")
 """Options that decide the optimizer's parameter groups and their rates."""
-LOSS = ("loss", "focal_gamma", "class_weights", "teacher", "distill_weight")
+LOSS = ("loss", "focal_gamma", "class_weights", "teacher", "distill_weight", "similarity_weight")
 """Options that define the training objective (a resumed run keeps its checkpoint's)."""
 
 
@@ -79,6 +79,7 @@ class ClassificationTask(EncoderTask):
         multi_label: bool = False,
         teacher: str | None = None,
         distill_weight: float = 1.0,
+        similarity_weight: float = 0.0,
         embed_init: str | None = None,
     ) -> None:
         """
@@ -128,6 +129,8 @@ class ClassificationTask(EncoderTask):
             distill_weight: weight of the MSE between the model's and the teacher's logits
                 (mean over rows and classes) against the label loss, which only the real rows
                 carry (the copies' labels may no longer hold); 0 ignores the teacher.
+            similarity_weight: weight of `tscratch.training.distillation.similarity_loss`:
+                how alike the teacher finds a batch's texts (0: left out; not with ONNX).
             embed_init: start the token embeddings (only their values: the vocabulary and the
                 architecture stay this model's) from what a pretrained encoder makes of each
                 vocabulary entry alone, reduced by PCA ('minilm', a BERT folder, a tscratch
@@ -157,8 +160,7 @@ class ClassificationTask(EncoderTask):
             raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
         if not 0.0 < layer_lr_decay <= 1.0:
             raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
-        if not (math.isfinite(distill_weight) and distill_weight >= 0):
-            raise UserError(f"distill_weight ({distill_weight}) must be >= 0")
+        check_distillation(teacher, distill_weight, similarity_weight)
         if embed_init is not None and init_from is not None:
             raise UserError(
                 f"embed_init ({embed_init}) and init_from ({init_from}) both set the embeddings; "
@@ -264,15 +266,14 @@ class ClassificationTask(EncoderTask):
             logits, labels, hp.loss, hp.focal_gamma, self.class_weight, hp.label_smoothing
         )
 
-    def _distill_loss(self, logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
-        """Per row: distill_weight x MSE to the teacher's logits (B, C), plus on real rows the
-        label loss; a batch's mean of that (the copies carry no trusted label)."""
-        real, mse = batch["real"], F.mse_loss(logits.float(), batch["teacher_logits"])
-        self.log("train/distill_mse", mse, batch_size=len(real))
-        if not real.any():
-            return self.hparams.distill_weight * mse
-        hard = self._loss(logits[real], batch["labels"][real]) * real.float().mean()
-        return hard + self.hparams.distill_weight * mse
+    def _distill_loss(self, logits: Tensor, batch: dict, pooled: Tensor | None = None) -> Tensor:
+        """`teacher_terms` plus the label loss of the real rows, as a batch mean per row (the
+        copies carry no trusted label)."""
+        h, real = self.hparams, batch["real"]
+        loss, logged = teacher_terms(logits, batch, pooled, h.distill_weight, h.similarity_weight)
+        self.log_dict(logged, batch_size=len(real))
+        hard = self._loss(logits[real], batch["labels"][real]) if real.any() else 0.0
+        return hard * real.float().mean() + loss
 
     def _metric_inputs(
         self, logits: Tensor, labels: Tensor, tuned: bool = False
@@ -297,9 +298,16 @@ class ClassificationTask(EncoderTask):
         ids, mask = batch["input_ids"], self._drop_tokens(batch["attention_mask"])
         if self.config.bigram_buckets and self.hparams.token_dropout > 0:
             ids = ids.masked_fill(~mask.bool(), self.config.pad_id)  # and from its neighbour's pair
-        logits = self(ids, mask, batch.get("token_type_ids"))
-        labels, real = batch["labels"], batch.get("real")
-        loss = self._loss(logits, labels) if real is None else self._distill_loss(logits, batch)
+        labels, real, pooled = batch["labels"], batch.get("real"), None
+        if real is not None and needs_pooled(batch, self.hparams):
+            pooled, logits = self.model.pooled_logits(ids, mask)
+        else:
+            logits = self(ids, mask, batch.get("token_type_ids"))
+        loss = (
+            self._loss(logits, labels)
+            if real is None
+            else self._distill_loss(logits, batch, pooled)
+        )
         self.check_finite(loss)
         if real is not None:  # metrics of the real rows: a copy's label may no longer hold
             logits, labels = logits[real], labels[real]
