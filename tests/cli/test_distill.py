@@ -195,6 +195,19 @@ def test_the_teacher_key_follows_the_files_bytes(world, tmp_path):
         teacher_key(tmp_path / "nowhere")
 
 
+def test_an_onnx_teacher_gives_the_same_logits_and_no_pooled_vectors(world, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)  # fp32 on every CPU
+    folder = export(world["teacher"], tmp_path / "exported", onnx=True)
+    long = "bank price today " * 40 + "goal match news " * 40  # cut to its first 64 tokens
+    texts = ["bank price today", "goal match news", "chip robot week"] * 3 + [long]
+    labels = ["money", "sport", "tech"]
+    onnx = TeacherModel(str(folder / "model.onnx")).outputs(lambda mask: texts, labels)
+    torch_ = TeacherModel(str(world["teacher"])).outputs(lambda mask: texts, labels)
+    assert onnx.features is None and torch_.features.shape == (10, 32)
+    assert torch.allclose(onnx.logits, torch_.logits, atol=1e-4)
+
+
 def test_copies_without_a_teacher_and_a_missing_teacher_are_refused_first(world, capsys):
     for extra, message in (
         (("--data.augment_copies", "2"), "data.augment_copies (2) makes copies for distillation"),

@@ -137,7 +137,9 @@ class TeacherModel:
         autocast = contextlib.nullcontext() if dtype is None else torch.autocast(kind, dtype)
         with autocast:
             if classifier.module is None:  # ONNX: logits only
-                logits = document_logits(classifier, texts, self.batch_size, progress=True)
+                logits = document_logits(
+                    classifier, texts, batch_size=self.batch_size, progress=True
+                )
                 features = None
             else:
                 logits, features = pooled_logits(classifier, texts, self.batch_size)
