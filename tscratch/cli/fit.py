@@ -186,7 +186,8 @@ class TScratchCLI(LightningCLI):
                 "--teacher_init",
                 type=str,
                 default="minilm",
-                help="The pretrained encoder the distil recipe fine-tunes as its teacher.",
+                help="The pretrained encoder the distil recipe fine-tunes as its teacher: "
+                "minilm (English), e5 (multilingual-e5-small, ~100 languages) or a folder.",
             )
 
     def check_resume(self) -> None:
