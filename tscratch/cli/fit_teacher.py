@@ -17,7 +17,6 @@ import contextlib
 import gc
 import hashlib
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,11 +24,10 @@ from pathlib import Path
 import torch
 from jsonargparse import Namespace
 from torch import Tensor
-from tqdm import tqdm
 
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit_auto import training_profile
-from tscratch.cli.predict_logits import document_logits
+from tscratch.cli.predict_logits import document_logits, longest_first
 from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.transfer import DEFAULT_COPIES, TeacherOutputs, mask_token_of
@@ -158,12 +156,9 @@ def pooled_logits(
     device = next(module.parameters()).device
     pad_id = module.config.pad_id
     ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
-    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
     logits = torch.empty(len(ids), len(classifier.labels))
     features = torch.empty(len(ids), module.config.d_model)
-    quiet = len(batches) < 2
-    for batch in tqdm(batches, desc="teacher", unit="batch", file=sys.stderr, disable=quiet):
+    for batch in longest_first(ids, batch_size, progress=True, desc="teacher"):
         input_ids, mask = pad_batch([ids[i] for i in batch], pad_id)
         with torch.inference_mode():
             pooled, out = module.pooled_logits(input_ids.to(device), mask.to(device))

@@ -5,7 +5,7 @@ put back in input order; a long text cut, or read whole in overlapping windows (
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -95,14 +95,23 @@ def sorted_logits(
     """`classifier.logits_of_ids(ids)`, run longest first so each batch holds rows of similar
     length (less padding), and returned in the order of `ids`. A pair model's rows come with
     their `token_type_ids`."""
-    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
     out = torch.empty(len(ids), len(classifier.labels))
-    quiet = not progress or len(batches) < 2
-    for batch in tqdm(batches, desc="predict", unit="batch", file=sys.stderr, disable=quiet):
+    for batch in longest_first(ids, batch_size, progress):
         types = None if token_type_ids is None else [token_type_ids[i] for i in batch]
         out[batch] = classifier.logits_of_ids([ids[i] for i in batch], len(batch), types)
     return out
+
+
+def longest_first(
+    ids: Sequence[Sequence[int]], batch_size: int, progress: bool, desc: str = "predict"
+) -> Iterator[list[int]]:
+    """The row numbers of ``ids`` in batches of ``batch_size``, longest rows first (so a batch
+    holds rows of similar length: less padding), with a progress bar on stderr when asked and
+    there is more than one batch."""
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    quiet = not progress or len(batches) < 2
+    yield from tqdm(batches, desc=desc, unit="batch", file=sys.stderr, disable=quiet)
 
 
 def pair_logits(

