@@ -5,19 +5,24 @@ sizes (a pretraining stage, a teacher stage), each reused by the same command an
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from jsonargparse import Namespace
+from tokenizers import Tokenizer
 
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
+from tscratch.checkpoint_files import read_checkpoint
 from tscratch.cli import fit_recipe, stages
 from tscratch.cli.fit_recipe import choose
 from tscratch.cli.stages import stage_folder
 from tscratch.data.language import language
+from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 from tscratch.training.recipe import DataProfile
 
 QUESTIONS = ["What is the capital of France ?", "Who wrote Hamlet ?", "How far is the moon ?"]
@@ -80,6 +85,44 @@ def test_the_e5_teacher_keeps_its_word_vectors_fixed():
     assert "--model.freeze_embeddings" not in fit_recipe.teacher_command(
         _config(), profile, "minilm"
     )
+
+
+def _teacher_checkpoint(path: Path, words: int) -> Path:
+    tokenizer = train_tokenizer([" ".join(f"w{i}" for i in range(words))] * 3, "wordpiece", 2000, 1000)
+    torch.save({"state_dict": {}, "tokenizer_json": tokenizer.to_str()}, path)
+    return path
+
+
+def test_the_student_reads_a_bert_sized_teacher_vocabulary_fixed(tmp_path, caplog):
+    config = _config(cache_dir=str(tmp_path / "cache"))
+    config.model.teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
+    with caplog.at_level(logging.INFO, logger="tscratch"):
+        fit_recipe.student_vocabulary(config, "minilm")
+    teacher = Tokenizer.from_str(read_checkpoint(tmp_path / "teacher.ckpt")["tokenizer_json"])
+    assert load_tokenizer(config.data.tokenizer).to_str() == teacher.to_str()
+    assert config.model.embed_init == "minilm" and config.model.freeze_embeddings is True
+    assert "the student reads the teacher's vocabulary (" in caplog.text
+
+
+def test_the_student_keeps_its_own_vocabulary_when_asked_or_when_the_teachers_is_huge(
+    tmp_path, monkeypatch, caplog
+):
+    teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
+    for given in ({"tokenizer": "mine.json"}, {"embed_init": "words.ckpt"}):
+        config = _config(tokenizer=given.get("tokenizer"))
+        config.model.teacher, config.model.embed_init = teacher, given.get("embed_init")
+        fit_recipe.student_vocabulary(config, "minilm")
+        assert config.data.tokenizer == given.get("tokenizer")
+        assert config.model.embed_init == given.get("embed_init")
+        assert not config.model.get("freeze_embeddings")
+    monkeypatch.setattr(fit_recipe, "TEACHER_VOCABULARY", 10)
+    config = _config()
+    config.model.teacher = teacher
+    with caplog.at_level(logging.INFO, logger="tscratch"):
+        fit_recipe.student_vocabulary(config, "e5")
+    assert config.data.get("tokenizer") is None and not config.model.get("embed_init")
+    assert re.search(r"trains its own tokenizer: the teacher's vocabulary of \d+ entries is "
+                     r"more than 10$", caplog.text.strip())  # fmt: skip
 
 
 def _config(**data: object) -> Namespace:
@@ -204,6 +247,20 @@ def test_the_distil_recipe_fine_tunes_a_teacher_then_distils_from_it(data):
     assert f"distilling from {checkpoint}: 150 training texts + 300 augmented copies" in log
     command = json.loads((folder / "done.json").read_text())["command"]
     assert command[:5] == ["fit", "--config", "minilm", "--model.init_from", str(begin)]
+    # The student reads the teacher's vocabulary, its vectors from the teacher's start, fixed.
+    assert "the student reads the teacher's vocabulary" in log
+    saved = yaml.safe_load((root / "lightning_logs/version_0/config.yaml").read_text())
+    assert saved["model"]["embed_init"] == str(begin) and saved["model"]["freeze_embeddings"]
+    student = read_checkpoint(next((root / "lightning_logs/version_0/checkpoints").glob("last*")))
+    assert student["tokenizer_json"] == read_checkpoint(Path(checkpoint))["tokenizer_json"]
+    assert (
+        student["state_dict"]["model.encoder.tok_emb.weight"].shape[0]
+        == student["hyper_parameters"]["vocab_size"]
+    )
+
+    code, again = fit_in_process([*args, "--ckpt_path", "last"], data["cache"])
+    assert code == 0, again  # the resumed student is given the same vocabulary and options
+    assert f"stage teacher: finished before, reusing {checkpoint}" in again
 
 
 @pytest.mark.slow

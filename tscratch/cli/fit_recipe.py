@@ -36,12 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jsonargparse import Namespace
+from tokenizers import Tokenizer
 
+from tscratch.checkpoint_files import read_checkpoint
 from tscratch.cli.stages import run_stage
 from tscratch.config import EncoderConfig
 from tscratch.data.language import language
 from tscratch.data.sources import column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
+from tscratch.data.tokenizer import save_tokenizer
 from tscratch.data.transfer import DEFAULT_COPIES
 from tscratch.errors import UserError
 from tscratch.pretrained.sources import PACKAGES
@@ -67,6 +70,11 @@ set holds 21 rows per training text, and on short texts a step of 32 rows is mos
 per-step cost, so twice the rows per step halve the steps at a small cost per step."""
 TEACHER_LENGTH = 128
 """Longest row the teacher stage reads (the `distil` recipe serves short texts)."""
+TEACHER_VOCABULARY = 50_000
+"""Largest teacher vocabulary the distilled student reads as its own (`student_vocabulary`):
+BERT-sized ones (MiniLM's 30,522 entries: 3.9M word-vector numbers at d_model 128, kept fixed).
+multilingual-e5's 250,002 would make the student's table larger than the whole teacher's
+encoder, so an e5 student trains its own tokenizer on the training texts."""
 ARCHITECTURE = tuple(
     f.name
     for f in EncoderConfig.__dataclass_fields__.values()
@@ -190,6 +198,7 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
     else:
         command = teacher_command(config, profile, teacher_init)
         model.teacher = run_stage("teacher", command, root, resuming)
+        student_vocabulary(config, teacher_init)
         if data.get("augment_copies") is None:
             data.augment_copies = DEFAULT_COPIES  # recorded in config.yaml, read below
         if data.batch_size == DEFAULT_BATCH:
@@ -201,6 +210,43 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
                 DISTIL_BATCH, data.augment_copies, data.augment_copies + 1, DEFAULT_BATCH,
             )  # fmt: skip
     return decision
+
+
+def student_vocabulary(config: Namespace, teacher_init: str) -> None:
+    """Give the distilled student the teacher's tokenizer, its word vectors from
+    ``teacher_init`` (`--model.embed_init`) and keep them fixed (`--model.freeze_embeddings`),
+    unless the command chose a tokenizer or word vectors itself or the teacher's vocabulary is
+    larger than `TEACHER_VOCABULARY`.
+
+    Why: half of TREC-6's test questions hold a word that no training question holds. A student
+    with its own vocabulary, learned from the training texts, has never seen such a word (it is
+    cut into pieces that mean nothing alone) and the teacher's logits cannot teach it one the
+    transfer set does not show. With the teacher's vocabulary and vectors made from the
+    pretrained encoder's view of each entry (`tscratch.training.static_embeddings`), a new word
+    arrives near the words it is like, and keeping the table fixed keeps it there: training
+    moves only the encoder above it. Only the starting values come from the teacher's
+    pretrained encoder; the student's architecture and everything it computes are its own.
+    """
+    data, model = config.data, config.model
+    if data.get("tokenizer") is not None or model.get("embed_init"):
+        return
+    tokenizer = Tokenizer.from_str(read_checkpoint(Path(model.teacher))["tokenizer_json"])
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size > TEACHER_VOCABULARY:
+        log.info(
+            "the student trains its own tokenizer: the teacher's vocabulary of %s entries is "
+            "more than %s", f"{size:,}", f"{TEACHER_VOCABULARY:,}",
+        )  # fmt: skip
+        return
+    data.tokenizer = str(save_tokenizer(tokenizer, data.get("cache_dir")))
+    model.embed_init, model.freeze_embeddings = teacher_init, True
+    log.info(
+        "the student reads the teacher's vocabulary (%s entries: --data.tokenizer %s), its word "
+        "vectors made from %s's (--model.embed_init) and kept fixed "
+        "(--model.freeze_embeddings): a word the training texts never show still arrives near "
+        "the words it is like (pass --data.tokenizer or --model.embed_init to choose otherwise)",
+        f"{size:,}", data.tokenizer, teacher_init,
+    )  # fmt: skip
 
 
 def _flag_value(value: object) -> str:

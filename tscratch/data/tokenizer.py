@@ -90,7 +90,11 @@ def train_tokenizer(
 
 
 def load_tokenizer(path: str) -> Tokenizer:
-    """Loads a ``tokenizer.json``; it must define a ``[PAD]`` token."""
+    """Loads a ``tokenizer.json``; it must define a ``[PAD]`` token.
+
+    Padding and truncation saved in the file are switched off: a Hugging Face model's file often
+    pads every text to a fixed 128 and cuts it there, while tscratch cuts rows at the run's
+    ``max_length`` and pads each batch to its own longest row."""
     fix = "pass a tokenizer.json saved by `tokenizers`, or drop tokenizer to train one"
     file = Path(path).expanduser()
     if not file.is_file():
@@ -102,6 +106,8 @@ def load_tokenizer(path: str) -> Tokenizer:
         raise UserError(f"{path!r} is not a readable tokenizer.json ({reason}); {fix}") from err
     if tokenizer.token_to_id("[PAD]") is None:
         raise UserError(f"tokenizer {path!r} has no [PAD] token; add one or let tscratch train one")
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
     return tokenizer
 
 
