@@ -72,6 +72,11 @@ class EncoderConfig:
     """Embeddings of adjacent token pairs, hashed into this many rows and added to each token's
     own (tscratch.nn.bigrams); 0 disables them. For tokens that are single characters
     (Chinese), where a pair is often a word."""
+    embed_dim: int = 0
+    """Width of the token embedding table when it is narrower than d_model: each token's vector
+    is then projected up to d_model by a learned matrix (factorized embeddings, ALBERT: Lan et
+    al. 2019), so a vocabulary of V entries costs V x embed_dim numbers instead of V x d_model.
+    0 (or d_model) gives each token a d_model-wide vector and no projection."""
     attention_impl: AttentionImpl = "auto"
     """auto: fused kernels except where tscratch.nn.attention.AUTO_POLICY measured the explicit
     path faster; sdpa: fused kernels unless weights are requested; explicit: always the
@@ -86,6 +91,16 @@ class EncoderConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.num_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """Width of the token embedding table: `embed_dim`, or d_model when it is 0."""
+        return self.embed_dim or self.d_model
+
+    @property
+    def factorized(self) -> bool:
+        """Whether token vectors are projected up to d_model (`embed_dim` below d_model)."""
+        return self.embedding_width != self.d_model
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "max_len"):
@@ -108,6 +123,12 @@ class EncoderConfig:
         if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
             auto = "; 'auto' is chosen from the data by tscratch fit" if buckets == "auto" else ""
             raise UserError(f"bigram_buckets ({buckets!r}) must be an integer >= 0 (0: none){auto}")
+        width = self.embed_dim
+        if not isinstance(width, int) or isinstance(width, bool) or not 0 <= width <= self.d_model:
+            raise UserError(
+                f"embed_dim ({width!r}) must be an integer from 1 to d_model ({self.d_model}), "
+                f"or 0 for d_model"
+            )
         if self.type_vocab_size < 0:
             raise UserError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
         if not self.rope_base > 1.0:

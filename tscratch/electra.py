@@ -83,6 +83,11 @@ class TransformerForReplacedTokenDetection(nn.Module):
 
     def __init__(self, config: EncoderConfig, generator_layers: int | None = None) -> None:
         super().__init__()
+        if config.factorized:
+            raise UserError(
+                f"embed_dim ({config.embed_dim}): ELECTRA's generator shares the token "
+                f"embeddings at full width; pretrain with embed_dim 0 or the mlm objective"
+            )
         self.config = config
         self.encoder = TransformerEncoder(config)
         self.generator = TransformerForMaskedLM(generator_config(config, generator_layers))

@@ -21,7 +21,9 @@ class TransformerForMaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = TransformerEncoder(config)
-        self.head = MaskedLMHead(self.encoder.tok_emb, config.norm, config.norm_eps, config.bias)
+        self.head = MaskedLMHead(
+            self.encoder.tok_emb, config.norm, config.norm_eps, config.bias, config.d_model
+        )
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, masked: Tensor | None = None

@@ -66,7 +66,10 @@ class TransformerEncoder(nn.Module):
         self.config = config
         self.activation_checkpointing = False
         D = config.d_model
-        self.tok_emb = nn.Embedding(config.vocab_size, D)
+        self.tok_emb = nn.Embedding(config.vocab_size, config.embedding_width)
+        self.emb_proj = None  # (E -> D): only with factorized embeddings, so keys stay as they were
+        if config.factorized:
+            self.emb_proj = nn.Linear(config.embedding_width, D, bias=False)
         self.type_emb = nn.Embedding(config.type_vocab_size, D) if config.type_vocab_size else None
         self.bigram_emb = None
         if config.bigram_buckets:  # zeros, no random draw: the other weights start as without it
@@ -83,6 +86,8 @@ class TransformerEncoder(nn.Module):
             self.final_norm = nn.Identity()
         std = D**-0.5 if config.scale_embeddings else 0.02
         nn.init.normal_(self.tok_emb.weight, std=std)
+        if self.emb_proj is not None:  # keeps each projected entry's spread at the table's
+            nn.init.normal_(self.emb_proj.weight, std=config.embedding_width**-0.5)
         if self.type_emb is not None:
             nn.init.normal_(self.type_emb.weight, std=0.02)
 
@@ -92,7 +97,9 @@ class TransformerEncoder(nn.Module):
         A token hidden from attention (token dropout) must also be hidden from its right
         neighbour's pair: replace its id by `pad_id` before calling this (ClassificationTask
         does)."""
-        x = self.tok_emb(input_ids)  # (B, T, D)
+        x = self.tok_emb(input_ids)  # (B, T, D), or (B, T, embed_dim) projected up to D
+        if self.emb_proj is not None:
+            x = self.emb_proj(x)
         if self.config.scale_embeddings:
             x = x * math.sqrt(self.config.d_model)
         if self.bigram_emb is not None:

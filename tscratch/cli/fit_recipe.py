@@ -79,11 +79,12 @@ ARCHITECTURE = tuple(
     f.name
     for f in EncoderConfig.__dataclass_fields__.values()
     if f.name
-    not in EncoderConfig.RUNTIME_FIELDS | {"vocab_size", "pad_id", "position", "bigram_buckets"}
+    not in EncoderConfig.RUNTIME_FIELDS
+    | {"vocab_size", "pad_id", "position", "bigram_buckets", "embed_dim"}
 )
 """The main run's architecture fields the pretraining stage copies (ALiBi positions instead;
-token-pair embeddings only when there are any, so stage commands without them stay as they
-were and their folders are found again)."""
+token-pair and factorized embeddings only when there are any, so stage commands without them
+stay as they were and their folders are found again)."""
 
 
 def teacher_installed(teacher_init: str) -> bool:
@@ -316,6 +317,8 @@ def pretrain_command(config: Namespace, profile: rules.DataProfile) -> list[str]
         buckets = rules.bigram_buckets(profile).value
     if buckets:
         flags += ["--model.bigram_buckets", str(buckets)]
+    if model.get("embed_dim"):
+        flags += ["--model.embed_dim", str(model.embed_dim)]
     flags += ["--model.position", "alibi", "--trainer.max_epochs", str(epochs)]
     objective = config.get("pretrain_objective") or PRETRAIN_OBJECTIVE
     if objective != PRETRAIN_OBJECTIVE:  # the default's command, and so its folder, unchanged

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tscratch.errors import UserError
 from tscratch.model import TransformerEncoder
 from tscratch.nn.attention import KVCache, compute_dtype
 from tscratch.nn.blocks import DecoderBlock, self_attention_inputs
@@ -164,6 +165,11 @@ class TransformerSeq2Seq(nn.Module):
 
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__()
+        if config.factorized:
+            raise UserError(
+                f"embed_dim ({config.embed_dim}): the decoder reads and writes the token "
+                f"embeddings at d_model's width; use embed_dim 0"
+            )
         self.config = config
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)
