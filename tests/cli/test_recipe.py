@@ -88,7 +88,9 @@ def test_the_e5_teacher_keeps_its_word_vectors_fixed():
 
 
 def _teacher_checkpoint(path: Path, words: int) -> Path:
-    tokenizer = train_tokenizer([" ".join(f"w{i}" for i in range(words))] * 3, "wordpiece", 2000, 1000)
+    tokenizer = train_tokenizer(
+        [" ".join(f"w{i}" for i in range(words))] * 3, "wordpiece", 2000, 1000
+    )
     torch.save({"state_dict": {}, "tokenizer_json": tokenizer.to_str()}, path)
     return path
 
