@@ -94,6 +94,21 @@ def test_the_teacher_runs_once_and_a_changed_setting_runs_it_again(tmp_path):
     assert len(list((tmp_path / "teacher_logits").glob("*.pt"))) == 3
 
 
+def test_running_the_teacher_leaves_the_global_generator_where_the_cache_would(tmp_path):
+    class DrawingTeacher(CountingTeacher):
+        def outputs(self, texts_for, label_names):
+            torch.nn.Linear(64, 64)  # building a model draws its random initial weights
+            return super().outputs(texts_for, label_names)
+
+    texts = ["one two three", "four five six"]
+    torch.manual_seed(0)
+    teacher_logits(DrawingTeacher(), LABELS, SETTINGS, texts, str(tmp_path))  # computed
+    after_computing = torch.rand(4)
+    torch.manual_seed(0)
+    teacher_logits(DrawingTeacher(), LABELS, SETTINGS, texts, str(tmp_path))  # read back
+    assert torch.equal(torch.rand(4), after_computing)
+
+
 def test_only_the_training_split_grows_and_its_rows_carry_the_teacher(toy_csv, tmp_path, caplog):
     data, teacher = _data(toy_csv, str(tmp_path), augment_copies=2), CountingTeacher()
     data.distill_from(teacher)

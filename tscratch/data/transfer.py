@@ -150,7 +150,11 @@ def teacher_logits(
         logger.warning(
             "teacher logits %s hold %s, not %d rows: recomputing", path, logits.shape, rows
         )
-    out = teacher.outputs(lambda mask: augmentation.texts(originals, mask), label_names)
+    # Building the teacher draws random initial weights before its own are loaded: under a
+    # forked generator, so the student's dropout and batch order are the same whether the
+    # logits were computed here or read from the cache.
+    with torch.random.fork_rng():
+        out = teacher.outputs(lambda mask: augmentation.texts(originals, mask), label_names)
     if tuple(out.logits.shape) != (rows, len(label_names)):
         raise ValueError(f"the teacher gave logits {tuple(out.logits.shape)}, not {rows} rows")
     if out.features is not None and len(out.features) != rows:
