@@ -129,6 +129,8 @@ class EncoderConfig:
                 f"embed_dim ({width!r}) must be an integer from 1 to d_model ({self.d_model}), "
                 f"or 0 for d_model"
             )
+        if width == self.d_model:  # the same model as 0: one spelling, so configs compare equal
+            object.__setattr__(self, "embed_dim", 0)
         if self.type_vocab_size < 0:
             raise UserError(f"type_vocab_size ({self.type_vocab_size}) must be >= 0")
         if not self.rope_base > 1.0:

@@ -47,6 +47,7 @@ class TransformerForMaskedLM(nn.Module):
 
 def masked_lm_flops(config: EncoderConfig, batch_size: int, length: int, num_masked: int) -> int:
     """Matmul FLOPs of one forward pass: the encoder on (B, T), the head on N masked rows
-    (dense 2 D^2 and tied decoder 2 D V per row). See `forward_flops`."""
-    D, V = config.d_model, config.vocab_size
-    return forward_flops(config, batch_size, length) + num_masked * (2 * D * D + 2 * D * V)
+    (dense 2 D E and tied decoder 2 E V per row, E the table's width: D unless `embed_dim`).
+    See `forward_flops`."""
+    D, E, V = config.d_model, config.embedding_width, config.vocab_size
+    return forward_flops(config, batch_size, length) + num_masked * (2 * D * E + 2 * E * V)

@@ -210,8 +210,9 @@ def forward_flops(
     Per layer and token: QKV and output projections 8 D^2, feed-forward 4 D F (6 D F for GLU
     variants); per layer and sequence: scores and weighted sum 4 T^2 D (bidirectional). With
     `num_classes` C, the classification head adds 2 D C per sequence (it reads one pooled
-    vector). Embedding lookups, norms, softmax and pooling are not counted. The one FLOP count
-    shared by the training logs (MFU) and scripts/bench.py.
+    vector); factorized embeddings (`embed_dim` E) add their projection, 2 E D per token.
+    Embedding lookups, norms, softmax and pooling are not counted. The one FLOP count shared by
+    the training logs (MFU) and scripts/bench.py.
 
     Args:
         config: the encoder's architecture.
@@ -222,5 +223,7 @@ def forward_flops(
     D, F, L = config.d_model, config.d_ff, config.num_layers
     ff = 6 * D * F if config.ffn in ("swiglu", "geglu") else 4 * D * F
     per_token = L * (8 * D * D + ff)
+    if config.factorized:
+        per_token += 2 * config.embedding_width * D
     head = 0 if num_classes is None else 2 * D * num_classes
     return batch_size * (length * per_token + L * 4 * length * length * D + head)

@@ -106,17 +106,15 @@ def test_the_student_reads_a_bert_sized_teacher_vocabulary_fixed(tmp_path, caplo
     assert "the student reads the teacher's vocabulary (" in caplog.text
 
 
-def test_the_student_keeps_its_own_vocabulary_when_asked_or_when_the_teachers_is_huge(
+def test_the_student_keeps_a_tokenizer_it_was_given_or_its_own_when_the_teachers_is_huge(
     tmp_path, monkeypatch, caplog
 ):
     teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
-    for given in ({"tokenizer": "mine.json"}, {"embed_init": "words.ckpt"}):
-        config = _config(tokenizer=given.get("tokenizer"))
-        config.model.teacher, config.model.embed_init = teacher, given.get("embed_init")
-        fit_recipe.student_vocabulary(config, "minilm")
-        assert config.data.tokenizer == given.get("tokenizer")
-        assert config.model.embed_init == given.get("embed_init")
-        assert not config.model.get("freeze_embeddings")
+    config = _config(tokenizer="mine.json")
+    config.model.teacher = teacher
+    fit_recipe.student_vocabulary(config, "minilm")
+    assert config.data.tokenizer == "mine.json"
+    assert not config.model.get("embed_init") and not config.model.get("freeze_embeddings")
     monkeypatch.setattr(fit_recipe, "TEACHER_VOCABULARY", 10)
     config = _config()
     config.model.teacher = teacher
@@ -125,6 +123,37 @@ def test_the_student_keeps_its_own_vocabulary_when_asked_or_when_the_teachers_is
     assert config.data.get("tokenizer") is None and not config.model.get("embed_init")
     assert re.search(r"trains its own tokenizer: the teacher's vocabulary of \d+ entries is "
                      r"more than 10$", caplog.text.strip())  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [("position", "learned", "learned positions"), ("position", "t5", "learned positions"),
+     ("bigram_buckets", 512, "token-pair embeddings"), ("type_vocab_size", 2, "token types"),
+     ("embedding_norm", True, "a norm on the embeddings")],
+)  # fmt: skip
+def test_a_student_with_other_learned_embedding_tables_trains_its_vectors(
+    tmp_path, caplog, field, value, named
+):
+    # freeze_embeddings would fix those tables at their random (or zero) start as well.
+    config = _config(cache_dir=str(tmp_path / "cache"))
+    config.model.teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
+    config.model[field] = value
+    with caplog.at_level(logging.INFO, logger="tscratch"):
+        fit_recipe.student_vocabulary(config, "minilm")
+    assert config.data.tokenizer and config.model.embed_init == "minilm"
+    assert config.model.freeze_embeddings is False
+    assert f"trained, not fixed: --model.freeze_embeddings would also fix its {named}" in (
+        caplog.text
+    )
+    config.model[field] = {"position": "sinusoidal", "bigram_buckets": "auto"}.get(field, 0)
+    fit_recipe.student_vocabulary(config := _with_teacher(config), "minilm")
+    assert config.model.freeze_embeddings is True
+
+
+def _with_teacher(config: Namespace) -> Namespace:
+    """``config`` with the student's vocabulary not yet chosen (as before the recipe ran)."""
+    config.data.tokenizer, config.model.embed_init = None, None
+    return config
 
 
 def _config(**data: object) -> Namespace:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tscratch
-from tests.test_export import CORPUS, TEXTS
+from tests.test_export import TEXTS
 from tests.test_export import checkpoint as plain_checkpoint  # noqa: F401  (a fixture)
 from tscratch.config import EncoderConfig
 from tscratch.data.encoding import encode_texts
@@ -17,8 +17,8 @@ from tscratch.electra import TransformerForReplacedTokenDetection
 from tscratch.errors import UserError
 from tscratch.export import export
 from tscratch.export.onnx_graph import export_onnx, onnx_forward
-from tscratch.masked_lm import TransformerForMaskedLM
-from tscratch.model import TransformerClassifier, TransformerEncoder
+from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
+from tscratch.model import TransformerClassifier, TransformerEncoder, forward_flops
 from tscratch.seq2seq.config import Seq2SeqConfig
 from tscratch.seq2seq.model import TransformerSeq2Seq
 from tscratch.training.classification import ClassificationTask
@@ -44,6 +44,7 @@ def test_full_width_adds_no_projection_and_keeps_the_keys(width):
     torch.manual_seed(0)
     same = TransformerEncoder(_config(embed_dim=width))
     assert same.emb_proj is None and same.state_dict().keys() == plain.state_dict().keys()
+    assert same.config == plain.config  # d_model is spelled 0: a resume or init_from matches
     for key, value in plain.state_dict().items():
         torch.testing.assert_close(same.state_dict()[key], value, atol=0, rtol=0)
 
@@ -71,6 +72,13 @@ def test_the_projection_keeps_the_tables_spread():
     ids = torch.arange(1, 4000)[None]
     wide_x, narrow_x = wide.tok_emb(ids), narrow.emb_proj(narrow.tok_emb(ids))
     assert narrow_x.std().item() == pytest.approx(wide_x.std().item(), rel=0.1)
+
+
+def test_the_flop_counts_add_the_projection_and_the_narrower_head():
+    plain, narrow = _config(), _config(embed_dim=4)
+    assert forward_flops(narrow, 2, 7) - forward_flops(plain, 2, 7) == 2 * 7 * (2 * 4 * 16)
+    head = masked_lm_flops(narrow, 2, 7, 3) - forward_flops(narrow, 2, 7)
+    assert head == 3 * (2 * 16 * 4 + 2 * 4 * 50)  # dense D -> E, tied decoder E -> V
 
 
 def test_masked_lm_maps_down_to_the_tables_width_and_stays_tied():
@@ -119,7 +127,6 @@ def test_a_factorized_classifier_exports_and_loads_to_the_same_logits(
     with torch.no_grad():
         expected = model(batch["input_ids"], batch["attention_mask"]).logits
     torch.testing.assert_close(classifier.logits(TEXTS, batch_size=2), expected, atol=1e-6, rtol=0)
-    assert CORPUS  # the tokenizer was trained on the export tests' corpus
 
 
 @pytest.mark.slow

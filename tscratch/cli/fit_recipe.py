@@ -214,10 +214,10 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
 
 
 def student_vocabulary(config: Namespace, teacher_init: str) -> None:
-    """Give the distilled student the teacher's tokenizer, its word vectors from
-    ``teacher_init`` (`--model.embed_init`) and keep them fixed (`--model.freeze_embeddings`),
-    unless the command chose a tokenizer or word vectors itself or the teacher's vocabulary is
-    larger than `TEACHER_VOCABULARY`.
+    """Give the distilled student the teacher's tokenizer and its word vectors from
+    ``teacher_init`` (`--model.embed_init`), kept fixed (`--model.freeze_embeddings`), unless the
+    command chose a tokenizer itself or the teacher's vocabulary is larger than
+    `TEACHER_VOCABULARY`.
 
     Why: half of TREC-6's test questions hold a word that no training question holds. A student
     with its own vocabulary, learned from the training texts, has never seen such a word (it is
@@ -227,9 +227,12 @@ def student_vocabulary(config: Namespace, teacher_init: str) -> None:
     arrives near the words it is like, and keeping the table fixed keeps it there: training
     moves only the encoder above it. Only the starting values come from the teacher's
     pretrained encoder; the student's architecture and everything it computes are its own.
+    `--model.freeze_embeddings` also fixes learned position, token-pair and token-type tables
+    and a norm on the embeddings, which start random: a student that has any keeps its vectors
+    trainable instead.
     """
     data, model = config.data, config.model
-    if data.get("tokenizer") is not None or model.get("embed_init"):
+    if data.get("tokenizer") is not None:
         return
     tokenizer = Tokenizer.from_str(read_checkpoint(Path(model.teacher))["tokenizer_json"])
     size = tokenizer.get_vocab_size(with_added_tokens=True)
@@ -240,13 +243,29 @@ def student_vocabulary(config: Namespace, teacher_init: str) -> None:
         )  # fmt: skip
         return
     data.tokenizer = str(save_tokenizer(tokenizer, data.get("cache_dir")))
-    model.embed_init, model.freeze_embeddings = teacher_init, True
+    model.embed_init = teacher_init
+    others = [
+        name
+        for name, owned in (
+            ("learned positions", model.get("position") in ("learned", "t5")),
+            ("token-pair embeddings", model.get("bigram_buckets") not in (None, 0, rules.AUTO)),
+            ("token types", bool(model.get("type_vocab_size"))),
+            ("a norm on the embeddings", bool(model.get("embedding_norm"))),
+        )
+        if owned
+    ]
+    model.freeze_embeddings = not others
+    kept = (
+        "kept fixed (--model.freeze_embeddings)"
+        if not others
+        else f"trained, not fixed: --model.freeze_embeddings would also fix its {', '.join(others)}"
+    )
     log.info(
         "the student reads the teacher's vocabulary (%s entries: --data.tokenizer %s), its word "
-        "vectors made from %s's (--model.embed_init) and kept fixed "
-        "(--model.freeze_embeddings): a word the training texts never show still arrives near "
-        "the words it is like (pass --data.tokenizer or --model.embed_init to choose otherwise)",
-        f"{size:,}", data.tokenizer, teacher_init,
+        "vectors made from %s's (--model.embed_init) and %s: a word the training texts never "
+        "show still arrives near the words it is like (pass --data.tokenizer to choose another "
+        "tokenizer)",
+        f"{size:,}", data.tokenizer, teacher_init, kept,
     )  # fmt: skip
 
 

@@ -150,10 +150,11 @@ def teacher_logits(
         logger.warning(
             "teacher logits %s hold %s, not %d rows: recomputing", path, logits.shape, rows
         )
-    # Building the teacher draws random initial weights before its own are loaded: under a
-    # forked generator, so the student's dropout and batch order are the same whether the
-    # logits were computed here or read from the cache.
-    with torch.random.fork_rng():
+    # Building the teacher draws random initial weights (on the CPU, before its own are loaded
+    # and it moves to its device): under a forked CPU generator, so the student's dropout and
+    # batch order are the same whether the logits were computed here or read from the cache.
+    # devices=[]: no GPU generator is touched (or CUDA started) for it.
+    with torch.random.fork_rng(devices=[]):
         out = teacher.outputs(lambda mask: augmentation.texts(originals, mask), label_names)
     if tuple(out.logits.shape) != (rows, len(label_names)):
         raise ValueError(f"the teacher gave logits {tuple(out.logits.shape)}, not {rows} rows")
