@@ -122,6 +122,7 @@ def test_a_factorized_classifier_exports_and_loads_to_the_same_logits(
     folder = export(factorized_checkpoint, tmp_path / "factorized")
     classifier = tscratch.load(folder)
     assert classifier.module.encoder.tok_emb.weight.shape[1] == 4
+    assert "(token vectors 4 wide, projected up to d_model)." in (folder / "README.md").read_text()
     model = tscratch.export.classifier_from_checkpoint(factorized_checkpoint).eval()
     batch = encode_texts(classifier.tokenizer, TEXTS, 24, pad_id=0)
     with torch.no_grad():

@@ -59,7 +59,12 @@ def model_card(
         "",
         f"- {enc['num_layers']} {order} encoder layers, d_model {enc['d_model']}, "
         f"{enc['num_heads']} heads, d_ff {enc['d_ff']} ({enc['ffn']}), {enc['position']} "
-        f"positions, {config['pooling']} pooling; {params:,} parameters.",
+        f"positions, {config['pooling']} pooling; {params:,} parameters"
+        + (
+            f" (token vectors {enc['embed_dim']} wide, projected up to d_model)."
+            if enc.get("embed_dim")
+            else "."
+        ),
         f"- Tokenizer: `tokenizer.json`, {enc['vocab_size']:,} ids; "
         + (
             f"reads text pairs as `[CLS] text [SEP] text_pair [SEP]` (token types 0, then 1), "
