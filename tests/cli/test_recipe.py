@@ -146,14 +146,9 @@ def test_a_student_with_other_learned_embedding_tables_trains_its_vectors(
         caplog.text
     )
     config.model[field] = {"position": "sinusoidal", "bigram_buckets": "auto"}.get(field, 0)
-    fit_recipe.student_vocabulary(config := _with_teacher(config), "minilm")
+    config.data.tokenizer = config.model.embed_init = None  # as before the recipe chose them
+    fit_recipe.student_vocabulary(config, "minilm")
     assert config.model.freeze_embeddings is True
-
-
-def _with_teacher(config: Namespace) -> Namespace:
-    """``config`` with the student's vocabulary not yet chosen (as before the recipe ran)."""
-    config.data.tokenizer, config.model.embed_init = None, None
-    return config
 
 
 def _config(**data: object) -> Namespace:
