@@ -28,6 +28,7 @@ from tscratch.config import EncoderConfig
 from tscratch.nn.attention import compute_dtype
 from tscratch.nn.bigrams import pair_ids
 from tscratch.nn.blocks import EncoderBlock, self_attention_inputs
+from tscratch.nn.dropout import Dropout
 from tscratch.nn.heads import ClassificationHead, Pooling, pool
 from tscratch.nn.masks import attention_keep_mask
 from tscratch.nn.norms import make_norm
@@ -79,7 +80,7 @@ class TransformerEncoder(nn.Module):
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:
             self.emb_norm = nn.Identity()
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.layers = nn.ModuleList(EncoderBlock(config) for _ in range(config.num_layers))
         self.final_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.norm_first:

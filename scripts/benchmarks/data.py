@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 
-import torch
 import torch.nn.functional as F
 
 from benchmarks.models import PAD_ID, Batch, Shape, build_model
 from benchmarks.report import log
-from benchmarks.timing import make_step, timed
+from benchmarks.timing import adamw, make_step, timed
 
 
 def repad(batch: Batch, length: int, pad_id: int) -> Batch:
@@ -57,7 +56,7 @@ def epoch_stats(
 ) -> dict[str, float]:
     """Train one epoch over `batches` (after one warm-up step); real tokens/s, padding share."""
     model = build_model("tscratch", shape, max_len, "train", device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = adamw(model)
     make_step(model, batches[0], "train", precision, optimizer)()  # warm-up, not timed
     seconds, real, padded = 0.0, 0, 0
     for batch in batches:

@@ -8,6 +8,7 @@ import itertools
 import math
 from types import SimpleNamespace
 
+import lightning as L
 import pytest
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision, Precision
@@ -15,6 +16,7 @@ from tokenizers import Tokenizer
 from torch.utils.flop_counter import FlopCounterMode
 
 from tscratch.config import EncoderConfig
+from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
 from tscratch.model import forward_flops
 from tscratch.training.classification import ClassificationTask
@@ -92,13 +94,13 @@ def test_schedule_warms_up_then_decays_to_min_lr(warmup_steps):
     [
         (Precision(), 1.0, True),
         (MixedPrecision("bf16-mixed", "cpu"), 0.0, True),
-        (MixedPrecision("bf16-mixed", "cpu"), 1.0, False),  # Lightning refuses to clip fused
+        (MixedPrecision("bf16-mixed", "cpu"), 1.0, True),  # clipped by the task, not Lightning
         # 16-mixed's scaler: Lightning does not unscale a fused optimizer's gradients before
         # on_before_optimizer_step, so train/grad_norm would read scaled ones.
         (MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu")), 0.0, False),
     ],
 )
-def test_adamw_is_fused_unless_lightning_would_refuse_to_clip_it(plugin, clip, fused):
+def test_adamw_is_fused_unless_16_mixed_scales_the_gradients(plugin, clip, fused):
     model = _with_trainer(
         ClassificationTask(**TINY),
         estimated_stepping_batches=10, gradient_clip_val=clip, precision_plugin=plugin,
@@ -108,13 +110,13 @@ def test_adamw_is_fused_unless_lightning_would_refuse_to_clip_it(plugin, clip, f
 
 
 def test_a_resumed_optimizer_takes_this_runs_fused_choice_not_the_saved_one():
-    clipped = MixedPrecision("bf16-mixed", "cpu")
+    scaled = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
     model = _with_trainer(
         ClassificationTask(**TINY),
-        estimated_stepping_batches=10, gradient_clip_val=1.0, precision_plugin=clipped,
+        estimated_stepping_batches=10, gradient_clip_val=1.0, precision_plugin=scaled,
     )  # fmt: skip
     saved = {"optimizer_states": [{"param_groups": [{"fused": True, "foreach": None}] * 2}]}
-    model.on_load_checkpoint(saved)  # saved by a 32-true run, resumed under bf16 + clipping
+    model.on_load_checkpoint(saved)  # saved by a 32-true run, resumed under 16-mixed
     groups = saved["optimizer_states"][0]["param_groups"]
     assert all(g["fused"] is False and g["foreach"] is True for g in groups)
 
@@ -312,3 +314,48 @@ def test_compile_keeps_the_plain_state_dict_keys():
 
     assert list(compiled.state_dict()) == list(plain)
     ClassificationTask(**kwargs).load_state_dict(compiled.state_dict())
+
+
+class GradientNorms(L.Callback):
+    """The gradients' total norm as the optimizer stepped on them, and whether it was fused."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+        self.fused: list[bool] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        self.norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
+        self.fused.append(bool(trainer.optimizers[0].param_groups[0]["fused"]))
+
+
+def test_a_fused_adamw_under_bf16_mixed_is_clipped(shared_cache, tmp_path):
+    """Lightning's mixed precision refuses to clip a fused optimizer; under bf16-mixed (no
+    scaler) the task clips it itself, so the step sees gradients of at most the clipping norm."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    L.seed_everything(0, verbose=False)
+    data = TextClassificationData(
+        dataset="bbc_news", vocab_size=500, max_length=32, batch_size=8,
+        cache_dir=str(shared_cache),
+    )  # fmt: skip
+    data.prepare_data()
+    data.setup("fit")
+    model = ClassificationTask(
+        **{**TINY, "vocab_size": data.vocab_size, "num_classes": data.num_classes},
+        pad_id=data.pad_id, max_len=32, lr=1e-3,
+    )  # fmt: skip
+    norms = GradientNorms()
+    trainer = L.Trainer(
+        accelerator="cpu", precision="bf16-mixed", max_steps=3, gradient_clip_val=1e-3,
+        limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path,
+        callbacks=[norms],
+    )  # fmt: skip
+    try:
+        trainer.fit(model, datamodule=data)
+    finally:
+        torch.set_num_threads(threads)
+    assert norms.fused == [True] * 3
+    assert len(norms.norms) == 3 and all(n <= 1e-3 * 1.001 for n in norms.norms)
+    assert all(n > 0.9e-3 for n in norms.norms)  # clipped down to the norm, not zeroed

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tscratch.config import AttentionImpl
+from tscratch.nn.dropout import dropout
 from tscratch.nn.masks import AttentionMask, merge_mask_and_bias
 from tscratch.nn.positions import apply_rotary
 
@@ -168,7 +169,7 @@ def _explicit_attention(
         # exp(min - max) is already 0 for masked keys; this also zeroes all-masked rows.
         weights = weights.masked_fill(~mask, 0.0)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p, training=True)
+        weights = dropout(weights, dropout_p)
     return weights @ v, weights  # (B, H, T, Dh), (B, H, T, S)
 
 

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from tscratch.config import EncoderConfig
 from tscratch.nn.attention import KVCache, MultiHeadAttention, compute_dtype
+from tscratch.nn.dropout import Dropout
 from tscratch.nn.feedforward import FeedForward
 from tscratch.nn.masks import AttentionMask, attention_keep_mask
 from tscratch.nn.norms import make_norm
@@ -82,7 +83,7 @@ class EncoderBlock(nn.Module):
         self.norm_first = config.norm_first
         self.attn, self.attn_norm = _attention(config), _norm(config)
         self.ff, self.ff_norm = _feedforward(config), _norm(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(
         self,
@@ -143,7 +144,7 @@ class DecoderBlock(nn.Module):
         self.self_attn, self.self_attn_norm = _attention(config), _norm(config)
         self.cross_attn, self.cross_attn_norm = _attention(config, cross=True), _norm(config)
         self.ff, self.ff_norm = _feedforward(config), _norm(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(
         self,

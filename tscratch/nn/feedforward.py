@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tscratch.nn.dropout import Dropout
+
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu, "geglu": F.gelu}
 
 
@@ -38,7 +40,7 @@ class FeedForward(nn.Module):
         self.act = _ACTIVATIONS[activation]
         self.fc1 = nn.Linear(d_model, 2 * d_ff if self.gated else d_ff, bias=bias)
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -10,6 +10,8 @@ from typing import Literal
 
 from torch import Tensor, nn
 
+from tscratch.nn.dropout import Dropout
+
 Pooling = Literal["cls", "mean"]
 
 
@@ -48,7 +50,7 @@ class ClassificationHead(nn.Module):
         if pooling not in ("cls", "mean"):
             raise ValueError(f"pooling ({pooling!r}) must be 'cls' or 'mean'")
         self.pooling = pooling
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.proj = nn.Linear(d_model, num_classes)
         nn.init.normal_(self.proj.weight, std=0.02)
         nn.init.zeros_(self.proj.bias)

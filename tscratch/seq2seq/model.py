@@ -29,6 +29,7 @@ from tscratch.errors import UserError
 from tscratch.model import TransformerEncoder
 from tscratch.nn.attention import KVCache, compute_dtype
 from tscratch.nn.blocks import DecoderBlock, self_attention_inputs
+from tscratch.nn.dropout import Dropout
 from tscratch.nn.masks import attention_keep_mask
 from tscratch.nn.norms import make_norm
 from tscratch.nn.positions import position_scheme
@@ -91,7 +92,7 @@ class TransformerDecoder(nn.Module):
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:
             self.emb_norm = nn.Identity()
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         blocks = (DecoderBlock(config, own_positions=False) for _ in range(config.decoder_layers))
         self.layers = nn.ModuleList(blocks)
         self.final_norm = make_norm(config.norm, D, config.norm_eps, config.bias)

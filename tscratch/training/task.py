@@ -16,7 +16,8 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+from lightning.pytorch.utilities import GradClipAlgorithmType
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import NonFiniteLoss
@@ -120,19 +121,32 @@ class EncoderTask(L.LightningModule):
         """Whether AdamW runs as one fused kernel over all parameters (else `foreach`, a few
         batched ops). Fused is the fastest, on a CPU too (torch >= 2.4: 9 ms against 54 ms per
         step for the article's 12.5M parameters, 1.0 against 3.9 ms for default.yaml's model,
-        two threads; its updates differ from the loop's by float rounding only). But Lightning
-        refuses gradient clipping with a fused optimizer under mixed precision (`16-mixed`,
-        `bf16-mixed`: "does not allow for gradient clipping"), and under `16-mixed`'s loss
-        scaler it leaves a fused optimizer's gradients scaled until the step, so
-        `train/grad_norm` would read them 65,536 times too large: those runs take `foreach`."""
+        two threads; its updates differ from the loop's by float rounding only). Under
+        `16-mixed`'s loss scaler Lightning leaves a fused optimizer's gradients scaled until the
+        step (`train/grad_norm` would read them 65,536 times too large) and refuses to clip
+        them: those runs take `foreach`. `bf16-mixed` has no scaler, and
+        `configure_gradient_clipping` clips its fused optimizer."""
         if self.device.type not in ("cuda", "cpu"):
             return False
-        trainer = self.trainer  # attached: configure_optimizers and resumes run in a fit
-        clipping = (trainer.gradient_clip_val or 0) > 0
-        plugin = trainer.precision_plugin
-        if not isinstance(plugin, MixedPrecision):
-            return True
-        return not clipping and plugin.scaler is None
+        plugin = self.trainer.precision_plugin  # attached: configure_optimizers, resumes
+        return not isinstance(plugin, MixedPrecision) or plugin.scaler is None
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Lightning's clipping, but for a fused AdamW under `bf16-mixed`: Lightning's mixed
+        precision refuses to clip any optimizer that unscales its own gradients, a rule for
+        `16-mixed`'s scaler; without a scaler the gradients are the true ones, and the plain
+        precision's clipping (the same `clip_grad_norm_`) is what the `foreach` AdamW got."""
+        plugin = self.trainer.precision_plugin
+        if isinstance(plugin, MixedPrecision) and plugin.scaler is None and gradient_clip_val:
+            algorithm = GradClipAlgorithmType(gradient_clip_algorithm or "norm")
+            Precision.clip_gradients(plugin, optimizer, gradient_clip_val, algorithm)
+            return
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def lr_scale(self) -> Callable[[str], float] | None:
         """Parameter name (in `self.model`) -> multiple of the peak learning rate; None: 1 for
@@ -162,7 +176,7 @@ class EncoderTask(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # AdamW's load_state_dict takes the saved fused/foreach choice: a run saved under
-        # 32-true (fused) and resumed under clipped mixed precision must still take foreach.
+        # 32-true (fused) and resumed under 16-mixed must still take foreach.
         if self._trainer is not None and checkpoint.get("optimizer_states"):
             fused = self.fused_optimizer()
             for state in checkpoint["optimizer_states"]:
