@@ -10,13 +10,16 @@ import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tokenizers import Tokenizer
 
 from tests.data.test_pretraining import write_corpus
 from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.cli.pretrain import main
 from tscratch.config import EncoderConfig
 from tscratch.model import TransformerEncoder
+from tscratch.training.init_from import resolve_init_source
 from tscratch.training.masked_lm import MaskedLMTask
+from tscratch.training.static_embeddings import static_embeddings
 
 TINY = ["--config", "pretrain_tiny"]
 
@@ -165,3 +168,28 @@ def test_pretrain_then_fit_then_predict(pretrain_run, run_main, tmp_path):
     proc = run_main("predict.py", "--model", alone, "Shares fell sharply", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert '"label"' in proc.stdout
+
+
+@pytest.mark.slow
+def test_embed_init_starts_the_stage_from_the_sources_vectors(pretrain_run, run_main, tmp_path):
+    """The embeddings start from the source's reduced vectors of this run's vocabulary; one step
+    at a learning rate of 1e-9 leaves them where they started."""
+    source = pretrain_run[0] / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    root = tmp_path / "root"
+    root.mkdir()
+    proc = run_main(
+        "pretrain.py", *TINY, "--trainer.default_root_dir", root, "--trainer.max_steps", "1",
+        "--model.embed_init", source, "--model.lr", "1e-9", cwd=root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"embed_init {source}: " in proc.stdout + proc.stderr
+    last = torch.load(
+        root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt", weights_only=True
+    )
+    weight = last["state_dict"]["model.encoder.tok_emb.weight"]
+    tokenizer = Tokenizer.from_str(last["tokenizer_json"])
+    table, filled = static_embeddings(resolve_init_source(str(source)), tokenizer, 32, 1.0)
+    assert filled.sum() > 10
+    scale = weight[filled].std() / table[filled].std()
+    torch.testing.assert_close(weight[filled], table[filled] * scale, rtol=1e-3, atol=1e-4)
+    assert last["hyper_parameters"]["embed_init"] == str(source)

@@ -64,6 +64,7 @@ def run(args: list[str] | None) -> None:
     )
     trainer, model = cli.trainer, cli.model
     check_max_length(model.config, cli.datamodule.max_length)  # before anything is written
+    model.embed_source, cli.embed_source = cli.embed_source, None
     cli.check_resume()
     trainer.fit(model, datamodule=cli.datamodule, ckpt_path=cli.config.ckpt_path)
     if not trainer.interrupted:

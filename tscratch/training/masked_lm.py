@@ -35,8 +35,11 @@ from tscratch.electra import (
 )
 from tscratch.errors import UserError
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
+from tscratch.pretrained import Pretrained
 from tscratch.training.hparams import config_arguments
+from tscratch.training.init_from import resolve_init_source
 from tscratch.training.optim import OptimizerConfig
+from tscratch.training.static_embeddings import initialize_embeddings
 from tscratch.training.task import EncoderTask
 
 Objective = Literal["mlm", "electra"]
@@ -77,6 +80,7 @@ class MaskedLMTask(EncoderTask):
         objective: Objective = "mlm",
         generator_layers: int | None = None,
         discriminator_weight: float = 50.0,
+        embed_init: str | None = None,
         compile: bool = False,
         activation_checkpointing: bool = False,
     ) -> None:
@@ -89,6 +93,10 @@ class MaskedLMTask(EncoderTask):
                 least one; same width, shared token embedding).
             discriminator_weight: weight of the discriminator's loss in ELECTRA's objective (the
                 paper's 50).
+            embed_init: start the token embeddings (and so the tied masked-LM decoder) from a
+                pretrained encoder's view of each entry of this run's vocabulary, as tscratch
+                fit's `--model.embed_init` does (`tscratch.training.static_embeddings`): `minilm`,
+                `e5`, a checkpoint or an exported folder. They stay trainable.
             compile: compile the model with torch.compile (slower on small CPUs; see README).
             activation_checkpointing: recompute each encoder block's activations in the backward
                 pass instead of keeping them: less memory for longer sequences or bigger
@@ -98,6 +106,8 @@ class MaskedLMTask(EncoderTask):
         self.config = config
         self.objective, self.discriminator_weight = objective, discriminator_weight
         self.sampler_rng: torch.Generator | None = None  # validation's own samples
+        self.embed_source: Pretrained | None = None
+        """`embed_init`'s encoder when the CLI has already read it (else `setup` reads it)."""
         if objective != "electra" and generator_layers is not None:
             raise UserError(
                 f"--model.generator_layers {generator_layers} is for --model.objective electra; "
@@ -115,6 +125,17 @@ class MaskedLMTask(EncoderTask):
         self.val_acc = MeanMetric()
         self.val_mlm_loss = MeanMetric()  # the generator's, under electra
         self.val_rtd_acc = MeanMetric()
+
+    def setup(self, stage: str) -> None:
+        """Start the token embeddings from `embed_init`'s vectors before training (not when
+        resuming: the checkpoint holds every weight)."""
+        if stage != "fit" or self.trainer.ckpt_path or self.hparams.embed_init is None:
+            return
+        source = self.embed_source or resolve_init_source(
+            self.hparams.embed_init, "--model.embed_init"
+        )
+        self.embed_source = None  # used once; do not hold the source's weights
+        initialize_embeddings(self.model.encoder, source, self.trainer.datamodule.tokenizer)
 
     @classmethod
     def architecture_keys(cls) -> list[str]:
