@@ -212,6 +212,22 @@ def test_token_pairs_reach_the_chinese_stage_and_no_flag_is_added_without_them(b
     )
 
 
+def test_the_stage_starts_from_the_languages_packaged_vectors_when_installed(monkeypatch):
+    installed = set(fit_recipe.STAGE_VECTORS.values())
+    monkeypatch.setattr(fit_recipe, "teacher_installed", lambda name: name in installed)
+    assert fit_recipe.stage_vectors("zh") == "e5"
+    assert fit_recipe.stage_vectors("en") == fit_recipe.STAGE_VECTORS.get("en")
+    assert fit_recipe.stage_vectors("other") is None
+    installed.clear()
+    assert fit_recipe.stage_vectors("zh") is None and fit_recipe.stage_vectors("en") is None
+    chinese = DataProfile.of(REVIEWS * 100, 2)
+    plain = fit_recipe.pretrain_command(_config(), chinese)
+    with_vectors = fit_recipe.pretrain_command(_config(), chinese, "e5")
+    assert with_vectors == [*plain[: plain.index("--trainer.max_epochs") + 2],
+                            "--model.embed_init", "e5",
+                            *plain[plain.index("--trainer.max_epochs") + 2 :]]  # fmt: skip
+
+
 def test_a_stage_folder_follows_its_command():
     root = Path("runs")
     one = stage_folder(root, "pretrain", ["pretrain", "--seed_everything", "0"])
