@@ -34,11 +34,16 @@ def drop_threshold(p: float) -> int:
     return round(p * LEVELS)
 
 
+def check_probability(p: float) -> None:
+    """Refuse a dropout probability outside [0, 1]."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability ({p}) must be in [0, 1]")
+
+
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Zero each element of ``x`` with probability ``p`` (rounded to 1/65536 on a CPU) and scale
     the rest so the expectation is unchanged; ``x`` itself when not training or ``p`` is 0."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability ({p}) must be in [0, 1]")
+    check_probability(p)
     if not training or p == 0.0:
         return x
     threshold = drop_threshold(p)
@@ -59,8 +64,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float = 0.1) -> None:
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability ({p}) must be in [0, 1]")
+        check_probability(p)
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

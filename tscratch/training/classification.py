@@ -35,7 +35,6 @@ from tscratch.training.multilabel import (
     multilabel_metrics,
 )
 from tscratch.training.optim import OptimizerConfig, encoder_lr_scales
-from tscratch.training.static_embeddings import initialize_embeddings
 from tscratch.training.task import EncoderTask
 
 log = logging.getLogger(__name__)
@@ -199,8 +198,6 @@ class ClassificationTask(EncoderTask):
         self.val_recall = MulticlassRecall(num_classes, average=None)
         self.pretrained: Pretrained | None = None
         """`init_from`'s encoder when the CLI has already read it (else `setup` reads it)."""
-        self.embed_source: Pretrained | None = None
-        """`embed_init`'s encoder when the CLI has already read it (else `setup` reads it)."""
         self.scheduled_steps: int | None = None
         """Optimizer steps the learning-rate schedule was sized for (set when training starts)."""
 
@@ -370,13 +367,7 @@ class ClassificationTask(EncoderTask):
         (not when resuming: the checkpoint holds every weight)."""
         if stage != "fit" or self.trainer.ckpt_path:
             return
-        if self.hparams.embed_init is not None:
-            tokenizer = self.trainer.datamodule.tokenizer
-            source = self.embed_source or resolve_init_source(
-                self.hparams.embed_init, "--model.embed_init"
-            )
-            self.embed_source = None  # used once; do not hold the source's weights
-            initialize_embeddings(self.model.encoder, source, tokenizer)
+        self.start_embeddings()
         if self.hparams.init_from is None:
             return
         source = self.pretrained or resolve_init_source(self.hparams.init_from)

@@ -35,11 +35,8 @@ from tscratch.electra import (
 )
 from tscratch.errors import UserError
 from tscratch.masked_lm import TransformerForMaskedLM, masked_lm_flops
-from tscratch.pretrained import Pretrained
 from tscratch.training.hparams import config_arguments
-from tscratch.training.init_from import resolve_init_source
 from tscratch.training.optim import OptimizerConfig
-from tscratch.training.static_embeddings import initialize_embeddings
 from tscratch.training.task import EncoderTask
 
 Objective = Literal["mlm", "electra"]
@@ -106,8 +103,6 @@ class MaskedLMTask(EncoderTask):
         self.config = config
         self.objective, self.discriminator_weight = objective, discriminator_weight
         self.sampler_rng: torch.Generator | None = None  # validation's own samples
-        self.embed_source: Pretrained | None = None
-        """`embed_init`'s encoder when the CLI has already read it (else `setup` reads it)."""
         if objective != "electra" and generator_layers is not None:
             raise UserError(
                 f"--model.generator_layers {generator_layers} is for --model.objective electra; "
@@ -129,13 +124,8 @@ class MaskedLMTask(EncoderTask):
     def setup(self, stage: str) -> None:
         """Start the token embeddings from `embed_init`'s vectors before training (not when
         resuming: the checkpoint holds every weight)."""
-        if stage != "fit" or self.trainer.ckpt_path or self.hparams.embed_init is None:
-            return
-        source = self.embed_source or resolve_init_source(
-            self.hparams.embed_init, "--model.embed_init"
-        )
-        self.embed_source = None  # used once; do not hold the source's weights
-        initialize_embeddings(self.model.encoder, source, self.trainer.datamodule.tokenizer)
+        if stage == "fit" and not self.trainer.ckpt_path:
+            self.start_embeddings()
 
     @classmethod
     def architecture_keys(cls) -> list[str]:

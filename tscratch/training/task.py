@@ -21,9 +21,12 @@ from lightning.pytorch.utilities import GradClipAlgorithmType
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import NonFiniteLoss
+from tscratch.pretrained import Pretrained
 from tscratch.training.checkpointing import CheckpointError
 from tscratch.training.hparams import architecture_keys
+from tscratch.training.init_from import resolve_init_source
 from tscratch.training.optim import OptimizerConfig, parameter_groups
+from tscratch.training.static_embeddings import initialize_embeddings
 from tscratch.version import __version__, load_hint
 
 
@@ -44,6 +47,9 @@ class EncoderTask(L.LightningModule):
         self.max_length: int | None = None
         """Most tokens per sequence the data module used."""
         self.flops_per_batch = 0  # read by the throughput callback (MFU)
+        self.embed_source: Pretrained | None = None
+        """`embed_init`'s encoder when the CLI has already read it (else `start_embeddings`
+        reads it)."""
         self._rng_to_restore: dict | None = None
         self._loader_states_to_restore: list[dict] | None = None
 
@@ -85,6 +91,17 @@ class EncoderTask(L.LightningModule):
                 f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
                 f"the data (the last good checkpoint is kept)"
             )
+
+    def start_embeddings(self) -> None:
+        """Start the token embeddings from the `embed_init` hyperparameter's vectors
+        (`tscratch.training.static_embeddings`), for the data module's tokenizer; nothing when
+        the task has none. Call it from `setup` when a fit starts, not when it resumes."""
+        embed_init = self.hparams.get("embed_init")
+        if embed_init is None:
+            return
+        source = self.embed_source or resolve_init_source(embed_init, "--model.embed_init")
+        self.embed_source = None  # used once; do not hold the source's weights
+        initialize_embeddings(self.model.encoder, source, self.trainer.datamodule.tokenizer)
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW over decayed/undecayed groups, `optim.schedule` (linear warmup then cosine by
