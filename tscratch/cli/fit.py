@@ -50,12 +50,13 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
 from tscratch.cli.fit_auto import choose_auto_settings, wanted_options
 from tscratch.cli.fit_pairs import settle_token_types
-from tscratch.cli.fit_recipe import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS, RECIPES, settle_recipe
+from tscratch.cli.fit_recipe import RECIPES, settle_recipe
 from tscratch.cli.fit_report import baseline_bar, log_final_metrics, summary
 from tscratch.cli.fit_resume import RUNS, resolve_ckpt_path
 from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
 from tscratch.cli.fit_teacher import TeacherModel, settle_teacher_options
 from tscratch.cli.launch import build_cli, console
+from tscratch.cli.stage_commands import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS
 from tscratch.cli.stages import StageInterrupted
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
