@@ -163,7 +163,7 @@ def _config(**data: object) -> Namespace:
 
 
 @pytest.mark.parametrize(
-    ("median", "rows", "epochs"), [(450, 1778, 12), (73, 9600, 14), (13, 4905, 30)]
+    ("median", "rows", "epochs"), [(450, 1778, 12), (73, 9600, 24), (13, 4905, 30)]
 )
 def test_the_pretraining_stage_spends_its_token_budget_over_whole_documents(median, rows, epochs):
     profile = _profile(median, rows)  # a pass reads every token: long texts are cut into rows
@@ -173,6 +173,21 @@ def test_the_pretraining_stage_spends_its_token_budget_over_whole_documents(medi
     assert flag["--trainer.max_epochs"] == str(epochs) and flag["--model.position"] == "alibi"
     assert flag["--data.max_length"] == str(min(128, 32 * -(-2 * median // 32)))
     assert flag["--seed_everything"] == "0" and flag["--model.d_model"] == "128"
+
+
+@pytest.mark.parametrize(
+    ("median", "tokens", "because"),
+    [
+        (127, 17_000_000, "texts of a median under 128 tokens: the stage is most of what"),
+        (128, 10_000_000, "texts of 128+ tokens: their fine-tuning reads rows of up to 512"),
+    ],
+)
+def test_short_texts_get_the_longer_stage(median, tokens, because):
+    budget, why = stage_commands.stage_budget(_config(), _profile(median, 1000))
+    assert budget == tokens and why.startswith(because)
+    config = _config()
+    config.pretrain_tokens = 5_000_000  # given: the rule steps aside
+    assert stage_commands.stage_budget(config, _profile(median)) == (5_000_000, "--pretrain_tokens")
 
 
 def test_pretrain_tokens_sets_the_stages_budget_and_must_be_positive():
@@ -256,6 +271,7 @@ def test_the_pretrain_recipe_pretrains_fine_tunes_from_it_and_reuses_the_stage(d
     code, log = fit_in_process(args, data["cache"])
     assert code == 0, log
     assert "recipe pretrain (asked for with --recipe)" in log
+    assert "the stage reads 17,000,000 masked-LM tokens (texts of a median under 128" in log
     folder = _stage(log, "pretrain")
     assert folder.parent == root / "lightning_logs" / "stages"
     done = json.loads((folder / "done.json").read_text())

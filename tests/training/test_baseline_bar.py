@@ -242,7 +242,7 @@ def test_the_advice_below_the_bar_follows_the_recipe_the_run_followed():
     bar.scores = {"test/acc": 0.9, "test/f1": 0.9}
     for recipe, advice in (
         ("plain", "so may a stage before it: --recipe pretrain"),
-        ("pretrain", "a longer pretraining stage (--pretrain_tokens 17000000: 70% more stage"),
+        ("pretrain", "a longer pretraining stage (--pretrain_tokens 25000000: the default is"),
         ("distil", "a stronger teacher (a larger pretrained encoder"),
     ):
         bar.recipe = recipe

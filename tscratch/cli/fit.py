@@ -56,7 +56,11 @@ from tscratch.cli.fit_resume import RUNS, resolve_ckpt_path
 from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
 from tscratch.cli.fit_teacher import TeacherModel, settle_teacher_options
 from tscratch.cli.launch import build_cli, console
-from tscratch.cli.stage_commands import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS
+from tscratch.cli.stage_commands import (
+    PRETRAIN_OBJECTIVE,
+    PRETRAIN_TOKENS,
+    SHORT_PRETRAIN_TOKENS,
+)
 from tscratch.cli.stages import StageInterrupted
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
@@ -170,11 +174,12 @@ class TScratchCLI(LightningCLI):
             )
             parser.add_argument(
                 "--pretrain_tokens",
-                type=int,
-                default=PRETRAIN_TOKENS,
+                type=int | None,
+                default=None,
                 help="Masked-LM training tokens of the pretrain recipe's stage, within 3-30 "
-                "passes (BBC News: 10M is 11 passes; more passes score higher and cost more; "
-                "docs/results.md).",
+                f"passes (default: {SHORT_PRETRAIN_TOKENS // 10**6}M for texts of a median "
+                f"under 128 tokens, {PRETRAIN_TOKENS // 10**6}M for longer ones; BBC News: 10M "
+                "is 11 passes; more passes score higher and cost more; docs/results.md).",
             )
             parser.add_argument(
                 "--pretrain_objective",

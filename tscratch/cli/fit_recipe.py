@@ -7,7 +7,7 @@ command, each in its own folder and checkpointed, before the model trains on the
 
 - `plain`: train on the labels, from random weights (or from `--model.init_from`).
 - `pretrain`: stage 1 is `tscratch pretrain` on the training split's own texts (masked-LM, the
-  run's architecture with ALiBi positions, a budget of `PRETRAIN_TOKENS`, token embeddings
+  run's architecture with ALiBi positions, a budget set by the texts' length, token embeddings
   starting from a packaged encoder's vectors where `STAGE_VECTORS` names one for the language);
   the model is then fine-tuned from that checkpoint (`--model.init_from`). Needs nothing but
   the data.
@@ -41,6 +41,7 @@ from tokenizers import Tokenizer
 from tscratch.checkpoint_files import read_checkpoint
 from tscratch.cli.stage_commands import (
     pretrain_command,
+    stage_budget,
     stage_vectors,
     teacher_command,
     teacher_installed,
@@ -176,6 +177,8 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
                 "words, where the stage has only the training texts",
                 vectors, vectors,
             )  # fmt: skip
+        budget, why = stage_budget(config, profile)
+        log.info("the stage reads %s masked-LM tokens (%s)", f"{budget:,}", why)
         command = pretrain_command(config, profile, vectors)
         model.init_from = run_stage("pretrain", command, root, resuming)
     else:

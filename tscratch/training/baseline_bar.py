@@ -31,9 +31,10 @@ ADVICE = {
     "plain": "more epochs may close the gap, and so may a stage before it: --recipe pretrain "
     "(masked-LM on the task's own texts first) or, for English, --recipe distil (a fine-tuned "
     "pretrained teacher)",
-    "pretrain": "a longer pretraining stage (--pretrain_tokens 17000000: 70% more stage time "
-    "than the default 10M) or one on more text of the same kind (tscratch pretrain, then "
-    "--model.init_from) may close the gap, and for English so may --recipe distil",
+    "pretrain": "a longer pretraining stage (--pretrain_tokens 25000000: the default is 17M "
+    "tokens for short texts, 10M for long ones, and the stage's time grows with it) or one on "
+    "more text of the same kind (tscratch pretrain, then --model.init_from) may close the gap, "
+    "and for English so may --recipe distil",
     "distil": "a stronger teacher (a larger pretrained encoder, or the teacher trained longer) "
     "or more copies per text (--data.augment_copies) may close the gap",
 }
