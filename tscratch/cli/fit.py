@@ -77,6 +77,7 @@ from tscratch.training.init_from import adopt_architecture, resolve_init_source
 from tscratch.training.masked_lm import Objective
 from tscratch.training.pictures import ValidationPictures
 from tscratch.training.precision import default_precision
+from tscratch.training.recipe import LONG
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
@@ -178,7 +179,7 @@ class TScratchCLI(LightningCLI):
                 default=None,
                 help="Masked-LM training tokens of the pretrain recipe's stage, within 3-30 "
                 f"passes (default: {SHORT_PRETRAIN_TOKENS // 10**6}M for texts of a median "
-                f"under 128 tokens, {PRETRAIN_TOKENS // 10**6}M for longer ones; BBC News: 10M "
+                f"under {LONG} tokens, {PRETRAIN_TOKENS // 10**6}M for longer ones; BBC News: 10M "
                 "is 11 passes; more passes score higher and cost more; docs/results.md).",
             )
             parser.add_argument(

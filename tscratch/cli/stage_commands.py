@@ -26,7 +26,7 @@ SHORT_PRETRAIN_TOKENS = 17_000_000
 with its passes (BBC News seed 0: 4 passes 94.6%, 11 passes 96.4%, TF-IDF 95.5%; ChnSentiCorp,
 three seeds, 17 passes against 10: best validation higher on every seed, twice over, from random
 and from e5's vectors; docs/results.md), and it is where the model learns what words mean. The
-longer stage costs about 7 more minutes of one CPU thread on ChnSentiCorp (a run of about 20);
+longer stage costs about 6 more minutes of one CPU thread on ChnSentiCorp (a run of about 19);
 long texts keep 10M, so that the BBC News quickstart (11 passes, 13-14 minutes a run) stays
 under 15 minutes, and its validation accuracy is 99.3% after 10M already."""
 PRETRAIN_OBJECTIVE = "mlm"
@@ -126,7 +126,10 @@ def stage_budget(config: Namespace, profile: rules.DataProfile) -> tuple[int, st
             f"learns of their words, and their fine-tuning is short"
         )
         return SHORT_PRETRAIN_TOKENS, why
-    why = f"texts of {rules.LONG}+ tokens: their fine-tuning reads rows of up to 512 tokens"
+    why = (
+        f"texts of {rules.LONG}+ tokens: their fine-tuning reads rows of up to "
+        f"{rules.MAX_AUTO_LENGTH} tokens"
+    )
     return PRETRAIN_TOKENS, why
 
 
