@@ -27,6 +27,17 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "tscratch" / "configs" / "tiny.yaml"
 
 
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """Run the block with ``count`` intra-op threads, and the caller's count again after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def script_env(cache: Path | str, home: Path | str, *, tests_importable: bool = False, **extra):
     """The environment of a script under test: offline, one thread, caches and $HOME in tmp.
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers import torch_threads
 from tscratch import EncoderConfig, TransformerClassifier
 from tscratch.nn.dropout import LEVELS, Dropout, drop_threshold, dropout
 
@@ -74,15 +75,11 @@ def test_the_dtype_and_an_odd_shape_are_kept():
 
 
 def test_masks_follow_the_seed_not_the_thread_count():
-    threads = torch.get_num_threads()
-    try:
-        masks = []
-        for count in (1, 2, 1):
-            torch.set_num_threads(count)
+    masks = []
+    for count in (1, 2, 1):
+        with torch_threads(count):
             torch.manual_seed(7)
             masks.append(dropout(torch.ones(10_000), 0.3) != 0)
-    finally:
-        torch.set_num_threads(threads)
     assert torch.equal(masks[0], masks[1]) and torch.equal(masks[0], masks[2])
     torch.manual_seed(7)
     first, second = dropout(torch.ones(10_000), 0.3), dropout(torch.ones(10_000), 0.3)

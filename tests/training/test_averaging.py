@@ -8,6 +8,7 @@ import lightning as L
 import pytest
 import torch
 
+from tests.helpers import torch_threads
 from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
 from tscratch.training.averaging import WeightAverage, ema_horizon
@@ -57,29 +58,27 @@ class Snapshots(L.Callback):
 def averaged_run(shared_cache, tmp_path_factory):
     """A tiny fit with `ema_steps` 0.5 (decay 1 - 1/4 over 8 steps), then `test` of its best
     checkpoint in the same trainer, as tscratch fit does."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("averaged")
-    L.seed_everything(0, verbose=False)
-    data = TextClassificationData(
-        dataset="bbc_news", vocab_size=1000, max_length=64, batch_size=16,
-        cache_dir=str(shared_cache),
-    )  # fmt: skip
-    model = ClassificationTask(
-        vocab_size=data.vocab_size, num_classes=data.num_classes, pad_id=data.pad_id,
-        d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=64, lr=3e-3, ema_steps=0.5,
-    )  # fmt: skip
-    snapshots = Snapshots()
-    trainer = L.Trainer(
-        accelerator="cpu", precision="32-true", max_epochs=1, limit_train_batches=STEPS,
-        limit_val_batches=1, limit_test_batches=1, num_sanity_val_steps=0, logger=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
-        callbacks=[snapshots],
-    )  # fmt: skip
-    trainer.fit(model, datamodule=data)
-    after_fit = {k: v.detach().clone() for k, v in model.named_parameters()}
-    trainer.test(model, datamodule=data, ckpt_path="best", verbose=False)
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        root = tmp_path_factory.mktemp("averaged")
+        L.seed_everything(0, verbose=False)
+        data = TextClassificationData(
+            dataset="bbc_news", vocab_size=1000, max_length=64, batch_size=16,
+            cache_dir=str(shared_cache),
+        )  # fmt: skip
+        model = ClassificationTask(
+            vocab_size=data.vocab_size, num_classes=data.num_classes, pad_id=data.pad_id,
+            d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=64, lr=3e-3, ema_steps=0.5,
+        )  # fmt: skip
+        snapshots = Snapshots()
+        trainer = L.Trainer(
+            accelerator="cpu", precision="32-true", max_epochs=1, limit_train_batches=STEPS,
+            limit_val_batches=1, limit_test_batches=1, num_sanity_val_steps=0, logger=False,
+            enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
+            callbacks=[snapshots],
+        )  # fmt: skip
+        trainer.fit(model, datamodule=data)
+        after_fit = {k: v.detach().clone() for k, v in model.named_parameters()}
+        trainer.test(model, datamodule=data, ckpt_path="best", verbose=False)
     best = torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)
     return model, trainer, snapshots, after_fit, best
 

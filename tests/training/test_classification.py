@@ -15,6 +15,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from tokenizers import Tokenizer
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.helpers import torch_threads
 from tscratch.config import EncoderConfig
 from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
@@ -332,30 +333,26 @@ class GradientNorms(L.Callback):
 def test_a_fused_adamw_under_bf16_mixed_is_clipped(shared_cache, tmp_path):
     """Lightning's mixed precision refuses to clip a fused optimizer; under bf16-mixed (no
     scaler) the task clips it itself, so the step sees gradients of at most the clipping norm."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    L.seed_everything(0, verbose=False)
-    data = TextClassificationData(
-        dataset="bbc_news", vocab_size=500, max_length=32, batch_size=8,
-        cache_dir=str(shared_cache),
-    )  # fmt: skip
-    data.prepare_data()
-    data.setup("fit")
-    model = ClassificationTask(
-        **{**TINY, "vocab_size": data.vocab_size, "num_classes": data.num_classes},
-        pad_id=data.pad_id, max_len=32, lr=1e-3,
-    )  # fmt: skip
-    norms = GradientNorms()
-    trainer = L.Trainer(
-        accelerator="cpu", precision="bf16-mixed", max_steps=3, gradient_clip_val=1e-3,
-        limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_progress_bar=False,
-        enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path,
-        callbacks=[norms],
-    )  # fmt: skip
-    try:
+    with torch_threads(1):
+        L.seed_everything(0, verbose=False)
+        data = TextClassificationData(
+            dataset="bbc_news", vocab_size=500, max_length=32, batch_size=8,
+            cache_dir=str(shared_cache),
+        )  # fmt: skip
+        data.prepare_data()
+        data.setup("fit")
+        model = ClassificationTask(
+            **{**TINY, "vocab_size": data.vocab_size, "num_classes": data.num_classes},
+            pad_id=data.pad_id, max_len=32, lr=1e-3,
+        )  # fmt: skip
+        norms = GradientNorms()
+        trainer = L.Trainer(
+            accelerator="cpu", precision="bf16-mixed", max_steps=3, gradient_clip_val=1e-3,
+            limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_progress_bar=False,
+            enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path,
+            callbacks=[norms],
+        )  # fmt: skip
         trainer.fit(model, datamodule=data)
-    finally:
-        torch.set_num_threads(threads)
     assert norms.fused == [True] * 3
     assert len(norms.norms) == 3 and all(n <= 1e-3 * 1.001 for n in norms.norms)
     assert all(n > 0.9e-3 for n in norms.norms)  # clipped down to the norm, not zeroed

@@ -9,7 +9,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from tests.helpers import TINY_YAML, fit_in_process
+from tests.helpers import TINY_YAML, fit_in_process, torch_threads
 from tscratch.cli.fit import main as fit_main
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
@@ -142,12 +142,8 @@ def test_fit_starts_the_embeddings_from_the_source(tiny_run, tmp_path, shared_ca
     trained = read_checkpoint(root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt")
     weight = trained["state_dict"]["model.encoder.tok_emb.weight"]
     tokenizer = Tokenizer.from_str(trained["tokenizer_json"])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as fit_in_process ran it: the sums' order follows the threads
-    try:
+    with torch_threads(1):  # as fit_in_process ran it: the sums' order follows the threads
         table, filled = static_embeddings(resolve_init_source(str(source_ckpt)), tokenizer, 32, 1.0)
-    finally:
-        torch.set_num_threads(threads)
     scale = weight[filled].std() / table[filled].std()
     torch.testing.assert_close(weight[filled], table[filled] * scale, rtol=1e-4, atol=1e-6)
     assert trained["hyper_parameters"]["embed_init"] == str(source_ckpt)

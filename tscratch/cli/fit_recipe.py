@@ -156,20 +156,19 @@ def settle_recipe(config: Namespace, resuming: bool) -> Decision | None:
     elif data.get("label_delimiter") is not None:
         task_note = "multi-label data: the stages serve single-label texts"
     teacher_init = config.get("teacher_init") or "minilm"
-    decision = choose(
-        asked, language(texts), profile, teacher_installed(teacher_init), start, task_note
-    )
+    lang = language(texts)
+    decision = choose(asked, lang, profile, teacher_installed(teacher_init), start, task_note)
     if decision.recipe == "plain":
         log.info("recipe plain (%s)", decision.reason)
         return decision
-    if decision.recipe != "plain" and asked != "auto" and (start or task_note):
+    if asked != "auto" and (start or task_note):
         raise UserError(
             f"--recipe {asked} cannot be used with {start or task_note}; drop one of them"
         )
     log.info("recipe %s (%s)", decision.recipe, decision.reason)
     root = Path(config.trainer.default_root_dir or ".")
     if decision.recipe == "pretrain":
-        vectors = stage_vectors(language(texts))
+        vectors = stage_vectors(lang)
         if vectors is not None:
             log.info(
                 "the stage's token embeddings start from %s's view of each vocabulary entry "
