@@ -1,7 +1,9 @@
 """What a `POST /predict` to `tscratch serve` may hold, checked in the HTTP process.
 
 `read_request` turns a JSON payload into texts (and pairs, for a model of text pairs) or raises
-`BadRequest` with an HTTP status and a one-line reason; `RefuseBadRequests`, an ASGI middleware,
+`BadRequest` with an HTTP status and a one-line reason, cheaply: the counts and lengths of all
+texts before any character is looked at, and the characters in C, not a Python loop (a 100 MB
+body is refused in well under a second). `RefuseBadRequests`, an ASGI middleware,
 answers such a request with `{"detail": reason}` before it reaches LitServe's batched loop, where
 an error in `decode_request` would fail every request of the batch (see `tscratch.cli.serve`).
 """
@@ -9,10 +11,15 @@ an error in `decode_request` would fail every request of the batch (see `tscratc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import re
+import sys
 import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import numpy as np
 
 API_PATH = "/predict"
 USAGE = 'send {"text": "..."} or {"texts": ["...", ...]}'
@@ -71,8 +78,8 @@ def texts_of(payload: Any, limits: Limits) -> tuple[list[str], bool]:
         raise BadRequest(
             413, f"{len(texts)} texts is over --max_texts ({limits.max_texts}); send fewer"
         )
-    for i, text in enumerate(texts):
-        _check_text(text, "text" if single else f"texts[{i}]", limits)
+    _check_texts([(text, "text" if single else f"texts[{i}]") for i, text in enumerate(texts)],
+                 limits)  # fmt: skip
     return texts, single
 
 
@@ -110,9 +117,11 @@ def pairs_of(payload: Any, limits: Limits) -> tuple[list[str], list[str], bool]:
         raise BadRequest(
             413, f"{len(texts)} pairs is over --max_texts ({limits.max_texts}); send fewer"
         )
+    named = []
     for i, (text, pair) in enumerate(zip(texts, pairs, strict=True)):
-        _check_text(text, "text" if single else f"texts[{i}]", limits)
-        _check_text(pair, "text_pair" if single else f"text_pairs[{i}]", limits)
+        named += [(text, "text" if single else f"texts[{i}]")]
+        named += [(pair, "text_pair" if single else f"text_pairs[{i}]")]
+    _check_texts(named, limits)
     return texts, pairs, single
 
 
@@ -127,26 +136,50 @@ def read_request(payload: Any, limits: Limits, pairs: bool) -> tuple[list[str], 
     return texts, None, single
 
 
-def _check_text(text: Any, where: str, limits: Limits) -> None:
-    if not isinstance(text, str):
-        raise BadRequest(400, f"{where} must be a string, not {_json_type(text)}")
-    try:  # JSON may carry a lone surrogate ("\\ud800"), which no tokenizer can take
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        code = ord(text[error.start])
+def _check_texts(named: list[tuple[Any, str]], limits: Limits) -> None:
+    """Refuse the first bad text of `named` ((text, where) pairs): types and lengths of all of
+    them first, so that no character of an over-long request is looked at; then each text's
+    characters, in C (a regex and a table lookup), never a Python loop over them."""
+    for text, where in named:
+        if not isinstance(text, str):
+            raise BadRequest(400, f"{where} must be a string, not {_json_type(text)}")
+        if len(text) > limits.max_text_chars:
+            raise BadRequest(
+                413,
+                f"{where} has {len(text)} characters, over --max_text_chars "
+                f"({limits.max_text_chars}); send a shorter text",
+            )
+    for text, where in named:
+        _check_characters(text, where)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON may escape one; no tokenizer takes it
+_PLAIN_VISIBLE = re.compile(r"[!-~]")  # an ASCII letter, digit or sign: the text is not empty
+
+
+def _check_characters(text: str, where: str) -> None:
+    if lone := _LONE_SURROGATE.search(text):
         raise BadRequest(
-            400, f"{where} is not valid Unicode (a lone surrogate U+{code:04X} at character "
-            f"{error.start}); send UTF-8 text",
-        ) from None  # fmt: skip
-    if not "".join(c for c in text if unicodedata.category(c)[0] != "C").strip():
+            400, f"{where} is not valid Unicode (a lone surrogate U+{ord(lone[0]):04X} at "
+            f"character {lone.start()}); send UTF-8 text",
+        )  # fmt: skip
+    if _PLAIN_VISIBLE.search(text):  # nearly every text, at its first few characters
+        return
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    if not _visible_table()[codes].any():
         raise BadRequest(400, f"{where} is empty (nothing but spaces or control characters); "
                          "send some words")  # fmt: skip
-    if len(text) > limits.max_text_chars:
-        raise BadRequest(
-            413,
-            f"{where} has {len(text)} characters, over --max_text_chars "
-            f"({limits.max_text_chars}); send a shorter text",
-        )
+
+
+@functools.cache
+def _visible_table() -> np.ndarray:
+    """`table[code]`: the character is neither whitespace nor of Unicode category C (control,
+    format, surrogate, private use, unassigned), which tokenizers drop. Built once (0.15 s)."""
+    visible = (  # the text is empty when the tokenizer keeps none of its characters
+        unicodedata.category(c)[0] != "C" and not c.isspace()
+        for c in map(chr, range(sys.maxunicode + 1))
+    )
+    return np.fromiter(visible, dtype=bool, count=sys.maxunicode + 1)
 
 
 def _json_type(value: Any) -> str:
@@ -164,6 +197,7 @@ class RefuseBadRequests:
         self, app: Callable[..., Awaitable[None]], *, limits: Limits, pairs: bool = False
     ) -> None:
         self.app, self.limits, self.pairs = app, limits, pairs
+        _visible_table()  # built at start-up, not in the first request that needs it
 
     async def __call__(
         self,
