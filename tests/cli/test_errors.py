@@ -264,7 +264,9 @@ def test_header_only_csv(tmp_path):
 def test_rows_without_text_are_dropped_with_a_warning(run_main, tmp_path):
     data = write_csv(tmp_path / "data.csv", [*rows(60), ("", "neg"), ("   ", "pos"), ("x", "")])
     proc = fit_ok(run_main, tmp_path, "--data.dataset", data)
-    assert "Dropped 3 train rows with empty text or no label (60 of 63 rows left)\n" in proc.stdout
+    assert "Dropped 3 train rows: 2 with empty text and 1 with no label (60 of 63 rows left)\n" in (
+        proc.stdout
+    )
 
 
 def _guess_fix(file: Path, guess: str) -> str:

@@ -228,7 +228,7 @@ def test_a_row_without_its_pair_is_dropped(caplog):
         splits = prepare_splits(DatasetDict({"train": Dataset.from_dict(rows)}), "question",
                                 "label", text_pair_column="answer")  # fmt: skip
     assert sum(len(splits[s]) for s in ("train", "validation", "test")) == 39
-    assert "Dropped 1 train rows with empty text or no label" in caplog.text
+    assert "Dropped 1 train rows with empty text (39 of 40 rows left)" in caplog.text
 
 
 @pytest.mark.parametrize(

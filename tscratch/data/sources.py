@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ SPLIT_ALIASES = {
     "testing": "test",
 }
 SPLITS = ("train", "validation", "test")
+INTEGER = re.compile(r"\s*[+-]?\d+\s*")  # what int() reads
 
 
 @dataclass(frozen=True)
@@ -167,15 +169,21 @@ def _clean_rows(
         if col not in ds.column_names:
             raise UserError(f"the {split} split has no column {col!r}; it has {ds.column_names}")
     cells = zip(*(column(ds, col) for col in text_cols), strict=True)
-    keep = [
-        (texts, label)
-        for texts, label in zip(cells, _label_cells(ds, label_col), strict=True)
-        if all(text is not None and text.strip() for text in texts) and label is not None
-    ]
-    if dropped := len(ds) - len(keep):
+    keep, no_text, no_label = [], 0, 0
+    for texts, label in zip(cells, _label_cells(ds, label_col), strict=True):
+        if not all(text is not None and text.strip() for text in texts):
+            no_text += 1
+        elif label is None or (isinstance(label, str) and not label.strip()):
+            no_label += 1  # an empty cell: "None", "NA" or "0" are labels
+        else:
+            keep.append((texts, label))
+    if no_text or no_label:
+        why = " with empty text" if no_text else " with no label"
+        if no_text and no_label:
+            why = f": {no_text} with empty text and {no_label} with no label"
         logger.warning(
-            "Dropped %d %s rows with empty text or no label (%d of %d rows left)",
-            dropped, split, len(keep), len(ds),
+            "Dropped %d %s rows%s (%d of %d rows left)",
+            no_text + no_label, split, why, len(keep), len(ds),
         )  # fmt: skip
     if not keep:
         empty = " or ".join(repr(col) for col in text_cols)
@@ -205,9 +213,9 @@ def _label_encoder(feature: Any, train_labels: list) -> tuple[Any, list[str]]:
         as_text = False
         ids = {y: i for i, y in enumerate(sorted(set(train_labels)))}
         names = [str(y) for y in ids]
-    else:  # strings, or a mix of types: compare them as text
+    else:  # strings, or a mix of types: compare them as text ("01" and "1" stay two labels)
         as_text = True
-        ids = {y: i for i, y in enumerate(sorted({str(y) for y in train_labels}))}
+        ids = {y: i for i, y in enumerate(_label_order({str(y) for y in train_labels}))}
         names = list(ids)
 
     def encode(label: Any, split: str) -> int:
@@ -220,6 +228,13 @@ def _label_encoder(feature: Any, train_labels: list) -> tuple[Any, list[str]]:
         return label_id
 
     return encode, names
+
+
+def _label_order(names: set[str]) -> list[str]:
+    """Sorted: by number when every name is an integer as text ("2" before "10"), else as text."""
+    if all(INTEGER.fullmatch(name) for name in names):
+        return sorted(names, key=lambda name: (int(name), name))
+    return sorted(names)
 
 
 def grouped_stratified_split(
