@@ -107,12 +107,12 @@ def test_text_column_names_the_column(folder, classifier, capsys, tmp_path):
     assert_same(results, classifier.predict(TEXTS))
 
 
-def test_arguments_come_before_a_txt_file_and_blank_lines_are_skipped(
+def test_arguments_come_before_a_txt_file_and_blank_lines_keep_their_place(
     folder, classifier, capsys, tmp_path
 ):
     (tmp_path / "in.txt").write_text(f"{TEXTS[2]}\n\n{TEXTS[3]}\n", encoding="utf-8")
     argv = ["--model", folder, TEXTS[0], "--input", str(tmp_path / "in.txt")]
-    assert_same(predict(capsys, *argv), classifier.predict([TEXTS[0], *TEXTS[2:]]))
+    assert_same(predict(capsys, *argv), classifier.predict([TEXTS[0], TEXTS[2], "", TEXTS[3]]))
 
 
 def test_stdin_input(folder, classifier, capsys, monkeypatch):
@@ -310,7 +310,8 @@ def test_script_reads_stdin_with_the_old_ckpt_path_flag(best_ckpt, shared_cache,
 
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [r["text"] for r in results] == ["Shares fell sharply.", "The striker scored."]
+    # The blank line is a text of its own: results line up with the lines of the input.
+    assert [r["text"] for r in results] == ["Shares fell sharply.", "The striker scored.", ""]
     for result in results:
         assert list(result["probabilities"]) == BBC_LABELS
         assert sum(result["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)

@@ -1,14 +1,18 @@
 """The files of `tscratch predict`: texts in, results out.
 
-Inputs (`--input`, in `--data.encoding`): `.txt` holds one text per line (blank lines skipped),
-as does `-` (stdin); `.csv`, `.jsonl`, `.json` and `.parquet` hold one text per row, in
-`--data.text_column` or in a column guessed the way training guesses it (`TEXT_COLUMNS`). Table
-rows are all kept, an empty cell as "", so result i belongs to row i; a quoted CSV cell or a
-JSON string may span lines. For a model of text pairs, a table holds one pair per row: the text in
-`--data.text_column` (or guessed) and its pair in `--data.text_pair_column` (by default the
-column the model was trained with); see `read_pair_inputs`.
+Inputs (`--input`, in `--data.encoding`): `.txt` holds one text per line, as does `-` (stdin):
+a line ends at LF (or CR LF) and nowhere else, so a form feed, U+2028, NEL or a lone CR stays
+inside its text, and a blank line is an empty text with its own result, so that result i always
+belongs to line i (`text_lines`). `.csv`, `.jsonl`, `.json` and `.parquet` hold one text per
+row, in `--data.text_column` or in a column guessed the way training guesses it
+(`TEXT_COLUMNS`). Table rows are all kept, an empty cell as "", so result i belongs to row i; a
+quoted CSV cell or a JSON string may span lines. For a model of text pairs, a table holds one
+pair per row: the text in `--data.text_column` (or guessed) and its pair in
+`--data.text_pair_column` (by default the column the model was trained with); see
+`read_pair_inputs`.
 
-Outputs (`--output`): JSON lines (`.jsonl`, the objects printed to stdout without `--output`) or
+Outputs (`--output`): JSON lines (`.jsonl`, the objects printed to stdout without `--output`;
+U+2028, U+2029 and NEL escaped, so that any line splitter keeps a line whole: `json_line`) or
 CSV (`.csv`: `text,label,prob_<label>...`, a blank cell for a label left out by `--top_k`; pairs
 add a `text_pair` column after `text`; a multi-label model writes `labels`, its labels above
 their thresholds joined by `|`, instead of `label`). The file is written beside its
@@ -46,7 +50,7 @@ def read_inputs(
             f"--data.text_column {text_column} needs --input FILE with one of {', '.join(TABLES)}"
         )
     if source == "-":
-        found += [line for line in read_stdin(encoding).splitlines() if line.strip()]
+        found += text_lines(read_stdin(encoding))
     elif source is not None:
         found += read_file(source, text_column, encoding)
     if not found:
@@ -61,8 +65,7 @@ def read_file(source: str, text_column: str | None, encoding: str = "utf-8") -> 
     if not path.is_file():
         raise MissingFile(f"--input {source}: no such file")
     if path.suffix == ".txt":
-        lines = read_text(path, encoding).splitlines()
-        return [line for line in lines if line.strip()]
+        return text_lines(read_text(path, encoding))
     if path.suffix not in TABLES:
         raise UserError(
             f"--input {source}: unknown file type {path.suffix!r}; use .txt or one of "
@@ -70,6 +73,17 @@ def read_file(source: str, text_column: str | None, encoding: str = "utf-8") -> 
         )
     (texts,) = _read_text_columns(source, [(text_column, TEXT_COLUMNS, "text")], encoding)
     return texts
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of ``text``, one text each: split at LF only (a CR before it dropped), not where
+    `str.splitlines` would (form feed, U+2028, NEL, a lone CR); a blank line is kept, as an empty
+    cell of a table is; a final LF ends the last line. None when all lines are blank."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    lines = [line.removesuffix("\r") for line in lines]
+    return lines if any(line.strip() for line in lines) else []
 
 
 def read_stdin(encoding: str) -> str:
@@ -89,11 +103,13 @@ def read_stdin(encoding: str) -> str:
 
 
 def read_text(path: Path, encoding: str) -> str:
-    """The text of ``path``, refused in one line when it is not valid ``encoding`` (a UTF-8
-    byte-order mark is dropped)."""
+    """The text of ``path`` with its line ends as they are (no universal newlines: a lone CR is
+    no line end), refused in one line when it is not valid ``encoding`` (a UTF-8 byte-order mark
+    is dropped)."""
     name = codec_name(encoding)
     try:
-        return path.read_text(encoding="utf-8-sig" if name == "utf-8" else name)
+        with path.open(encoding="utf-8-sig" if name == "utf-8" else name, newline="") as file:
+            return file.read()
     except UnicodeDecodeError:  # read once; only a bad file is read again, for the message
         check_encoding(str(path), name, harm="its texts and so their predictions")
         raise
@@ -202,7 +218,8 @@ def _json_rows(text: str, suffix: str) -> list[dict[str, Any]]:
         with contextlib.suppress(json.JSONDecodeError):
             data = json.loads(text)
     if data is None:
-        data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        # At "\n" only: a JSON string may hold a raw U+2028, NEL or form feed.
+        data = [json.loads(line) for line in text.split("\n") if line.strip()]
     if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
         data = [dict(zip(data, row, strict=True)) for row in zip(*data.values(), strict=True)]
     if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
@@ -231,11 +248,21 @@ def check_output(output: str) -> Path:
     return path
 
 
+def json_line(result: dict[str, Any]) -> str:
+    """``result`` as one JSON line that every line splitter keeps whole: the characters JSON
+    may leave raw but `str.splitlines` breaks at (U+2028, U+2029, NEL) are escaped too."""
+    line = json.dumps(result, ensure_ascii=False)
+    return line.translate(_LINE_BREAKS) + "\n"
+
+
+_LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
+
+
 def write_results(results: list[dict[str, Any]], labels: Sequence[str], out: Path | None) -> None:
     """Write `results` as JSON lines to stdout, or to `out` (`.jsonl` or `.csv`)."""
     if out is None:
         for result in results:
-            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_line(result))
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -255,7 +282,7 @@ def write_results(results: list[dict[str, Any]], labels: Sequence[str], out: Pat
                     decided = r[key] if key == "label" else "|".join(r[key])
                     writer.writerow([*cells, decided, *(probs.get(n, "") for n in labels)])
             else:
-                f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in results)
+                f.writelines(json_line(r) for r in results)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
