@@ -2,9 +2,11 @@
 
 A stage's folder is `ROOT/lightning_logs/stages/KIND-HASH/`, HASH taken from the stage's command
 line, so the same command (same data, seed and sizes) reuses a finished stage and a changed one
-trains a new one. A stage is finished when its folder holds `done.json`. `--ckpt_path last` on
-the same command continues an unfinished stage where it stopped, then the main run. Under
-torchrun, rank 0 runs the stage and the other ranks wait for its `done.json`.
+trains a new one. A stage is finished when its folder holds `done.json`, written whole or not at
+all; one that cannot be read counts as unfinished, with a warning. `--ckpt_path last` on the same
+command continues an unfinished stage where it stopped, then the main run. Under torchrun, rank 0
+runs the stage and the other ranks wait for its `done.json`. SIGTERM or Ctrl-C stop the stage
+after it saves; a stage dies with its parent (`tscratch.cli.stage_process`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ import json
 import logging
 import os
 import shlex
-import subprocess
-import sys
+import signal
+import subprocess  # noqa: F401 - tests replace stages.subprocess.Popen with a dummy
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tscratch.cli import stage_process
 from tscratch.errors import UserError
 
 log = logging.getLogger("tscratch")
 
 STAGES = "stages"
 DONE = "done.json"
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # as `tscratch fit` exits when stopped
 
 
 def stage_folder(root: Path, kind: str, command: Sequence[str]) -> Path:
@@ -35,32 +39,32 @@ def stage_folder(root: Path, kind: str, command: Sequence[str]) -> Path:
 
 
 def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
-    """Run one stage (unless it finished before) and return its best checkpoint's path."""
+    """Run one stage (unless it finished before) and return its best checkpoint's path.
+
+    SIGTERM to this process is passed on to the stage, which saves its `last.ckpt`; then, as
+    after Ctrl-C, `StageInterrupted` says how to continue (`tscratch.cli.stage_process`)."""
     folder = stage_folder(root, kind, command)
     done = folder / DONE
-    if done.is_file():
-        checkpoint = json.loads(done.read_text())["checkpoint"]
-        if Path(checkpoint).is_file():
-            log.info("stage %s: finished before, reusing %s", kind, checkpoint)
-            return checkpoint
+    if (checkpoint := finished(done, warn=True)) and Path(checkpoint).is_file():
+        log.info("stage %s: finished before, reusing %s", kind, checkpoint)
+        return checkpoint
     if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks: rank 0 runs the stage
         log.info("stage %s: waiting for rank 0 to finish it in %s", kind, folder)
-        while not done.is_file():
+        while (checkpoint := finished(done)) is None:
             time.sleep(5)
-        return json.loads(done.read_text())["checkpoint"]
+        return checkpoint
+    done.unlink(missing_ok=True)  # a marker that is unreadable or names a lost checkpoint
     argv = [*command, "--trainer.default_root_dir", str(folder)]
     if resuming:
         argv += ["--ckpt_path", "last"]
     shown = shlex.join(["tscratch", *argv])
     log.info("stage %s: %s", kind, shown)
     folder.mkdir(parents=True, exist_ok=True)
-    child = subprocess.Popen([sys.executable, "-m", "tscratch", *argv])
-    try:
-        code = child.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached the stage too: let it save its last.ckpt
-        code = child.wait()
-    if code in (130, 143):
+    code, asked = stage_process.wait(stage_process.start(argv))
+    if code in EXIT_CODES.values():
         raise StageInterrupted(kind, code)
+    if code and asked is not None:  # it failed as it stopped: continuing it is still the way
+        raise StageInterrupted(kind, EXIT_CODES[asked])
     if code:
         raise UserError(f"stage {kind} failed (exit {code}); its messages are above")
     found = sorted(
@@ -70,8 +74,37 @@ def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
     if not found:
         raise UserError(f"stage {kind} ended without a best checkpoint under {folder}")
     checkpoint = str(found[-1])
-    done.write_text(json.dumps({"checkpoint": checkpoint, "command": argv}, indent=1) + "\n")
+    write_marker(done, {"checkpoint": checkpoint, "command": argv})
+    if asked is not None:  # the stage finished as the stop came: the main run waits for a rerun
+        raise StageInterrupted(kind, EXIT_CODES[asked])
     return checkpoint
+
+
+def finished(done: Path, warn: bool = False) -> str | None:
+    """The checkpoint a stage's `done.json` names, or None when there is none or it cannot be
+    read (a marker cut short by a crash, or edited): then the stage counts as unfinished, and
+    with `warn` a warning names the file."""
+    if not done.is_file():
+        return None
+    try:
+        checkpoint = json.loads(done.read_text(encoding="utf-8"))["checkpoint"]
+        if isinstance(checkpoint, str) and checkpoint:
+            return checkpoint
+    except (OSError, ValueError, TypeError, KeyError):  # unreadable, not JSON, not an object
+        pass
+    if warn:
+        log.warning("%s is unreadable or names no checkpoint: running its stage again", done)
+    return None
+
+
+def write_marker(done: Path, content: dict) -> None:
+    """Write `done.json` whole or not at all: into a temporary file beside it, then moved."""
+    tmp = done.with_name(f".{done.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(content, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, done)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class StageInterrupted(Exception):
