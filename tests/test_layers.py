@@ -1,7 +1,7 @@
 """The package's shape: layers import downward only, and no module imports one that imports it.
 
-scripts, __main__ -> cli -> training, export, baseline -> model -> nn -> config -> errors
-                      \\-> data (beside the model: never imports model, nn or training)
+scripts, __main__ -> cli -> recipe -> training, export, baseline -> model -> nn -> config -> errors
+                                \\-> data (beside the model: never imports model, nn or training)
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tscratch"
 # Rank of each layer: a module may import its own layer or a lower one, never a higher one.
 LAYERS = {
     "errors": 0, "config": 1, "nn": 2, "model": 3, "pretrained": 3, "data": 3, "training": 4,
-    "cli": 5, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1, "seq2seq": 3,
-    "lab": 5,  # experiments on the training side, run by cli/lab.py; may read cli's configs
+    "recipe": 5, "cli": 6, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1,
+    "seq2seq": 3,
+    "lab": 6,  # experiments on the training side, run by cli/lab.py; may read cli's configs
     "baseline": 4,  # the TF-IDF bar (scripts): reads the splits and the CJK ranges (data)
     "configs": 1,  # the packaged YAML files and their names: read by cli and lab
     "peak": 1,  # a device's measured matmul peak: torch only, no Lightning (scripts/bench.py)
     "electra": 3,  # like masked_lm, which it builds on: it may import masked_lm and model
-    "__main__": 6,  # `python -m tscratch`: the console command, above everything
+    "__main__": 7,  # `python -m tscratch`: the console command, above everything
 }  # fmt: skip
 # Same rank, kept apart: the data side knows nothing of the model side and vice versa.
 APART = {("data", "model"), ("model", "data"), ("data", "nn"), ("data", "pretrained")}

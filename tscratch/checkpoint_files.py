@@ -17,8 +17,9 @@ import os
 import pickle
 import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -40,13 +41,22 @@ class MissingCheckpoint(CheckpointError, MissingFile):
 
 def atomic_save(obj: Any, path: Path) -> None:
     """`torch.save(obj, path)` that readers never see half-done and that survives a power cut."""
+    _atomic_write(path, lambda file: torch.save(obj, file))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` as `atomic_save` writes a checkpoint."""
+    _atomic_write(path, lambda file: file.write(text.encode("utf-8")))
+
+
+def _atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Same folder, so os.replace is a rename on one filesystem; the pid keeps concurrent
     # writers (DDP ranks, two runs) apart; the dot and suffix keep it out of `*.ckpt` globs.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as file:
-            torch.save(obj, file)
+            write(file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)

@@ -5,7 +5,6 @@ without running the teacher again; the teacher's key and its label check."""
 from __future__ import annotations
 
 import csv
-import inspect
 import random
 import re
 import shutil
@@ -18,11 +17,12 @@ from jsonargparse import Namespace
 from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.cli import fit_teacher as teacher_module
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.fit_teacher import TeacherModel, label_order, settle_teacher_options, teacher_key
-from tscratch.data.classification import TextClassificationData
+from tscratch.cli.fit_teacher import TeacherModel, label_order, teacher_key
 from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, export
+from tscratch.recipe.planner import distil_settings, distillation_epochs
+from tscratch.recipe.settings import DataProfile
 
 TOPICS = {
     "money": ["bank", "price", "market", "stock", "trade"],
@@ -219,32 +219,28 @@ def test_copies_without_a_teacher_and_a_missing_teacher_are_refused_first(world,
         assert not (world["base"] / "refused").exists()  # refused before anything is written
 
 
-def test_epochs_left_to_the_data_count_the_copies(world, caplog):
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(TextClassificationData.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty
-    }
-    data = Namespace(defaults | {"dataset": str(world["data"]), "max_length": 64})
-    config = Namespace(
-        model=Namespace(teacher=str(world["teacher"])),
-        data=data,
-        trainer=Namespace(max_epochs=None),
-    )
-    with caplog.at_level("INFO", logger="tscratch"):
-        settle_teacher_options(config, epochs_left_to_data=True)
-    assert config.data.augment_copies == 20  # recorded as the number it is
+def test_epochs_left_to_the_data_count_the_copies(world):
+    lines = (world["data"] / "train.csv").read_text().splitlines()
+    texts = [row["text"] for row in csv.DictReader(lines)]
+    profile = DataProfile.of(texts, 3)
+    data = Namespace(augment_copies=None, augment_ngram=0.25, max_length=64, batch_size=32)
+    view = Namespace(data=data, trainer=Namespace(max_epochs=None, max_steps=-1))
+    chosen = {c.option: c for c in distil_settings(view, profile, "plain", (), [])}
+    assert chosen["data.augment_copies"].value == 20  # 150 texts: far below the teacher's cap
     # 150 texts of ~12 tokens and 15 full-length copies of each: ~29k tokens a pass, so the
     # token budget would give 240 passes; a text and its 20 copies are read at most ~120 times.
-    assert config.trainer.max_epochs == 6  # round(120 / 21)
-    assert "trainer.max_epochs 6 instead, for distillation" in caplog.text
-    assert "its 20 copies are read at most ~120 times" in caplog.text
-    config.data.augment_copies, config.trainer.max_epochs = 10, None
-    settle_teacher_options(config, epochs_left_to_data=True)
-    assert config.trainer.max_epochs == 11  # round(120 / 11)
-    config.data.augment_copies, config.trainer.max_epochs = 0, None
-    settle_teacher_options(config, epochs_left_to_data=False)
-    assert config.data.augment_copies == 0 and config.trainer.max_epochs is None
+    assert chosen["trainer.max_epochs"].value == 6  # round(120 / 21)
+    assert (
+        "so a text and its copies are read at most ~120 times"
+        in chosen["trainer.max_epochs"].reason
+    )
+    assert "data.batch_size" not in chosen  # --model.teacher alone keeps the batch
+    assert distillation_epochs(profile, 64, 10, 0.25).value == 11  # round(120 / 11)
+    data.augment_copies, view.trainer.max_epochs = 0, 3
+    assert distil_settings(view, profile, "plain", (), []) == []
+    recipe = {c.option: c.value for c in distil_settings(view, profile, "distil", (), [])}
+    assert recipe == {"data.batch_size": 64}
+    assert distil_settings(view, profile, "distil", {"data.batch_size"}, []) == []
 
 
 def test_the_teacher_runs_in_bf16_where_the_cpu_has_it_and_fp32_elsewhere(

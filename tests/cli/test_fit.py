@@ -22,10 +22,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tests.helpers import REPO, TINY_YAML
 from tscratch.cli.classifiers import open_classifier
 from tscratch.cli.fit import main, resolve_ckpt_path
-from tscratch.cli.fit_auto import wanted_options
 from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
+from tscratch.recipe.planner import wanted_options
 from tscratch.training.classification import ClassificationTask
 
 
@@ -185,7 +185,7 @@ def test_auto_settings_are_chosen_from_the_data_printed_and_recorded(
         assert main(args) == 0
 
     lines = caplog.text.splitlines()
-    start = next(i for i, line in enumerate(lines) if "auto settings from the data" in line)
+    start = next(i for i, line in enumerate(lines) if "settings the plan chooses" in line)
     assert "(320 training texts, 5 classes, about " in lines[start]
     # BBC articles: 95% are longer than tiny.yaml's 64 positions; ~160k tokens: 2,000 entries.
     assert re.search(

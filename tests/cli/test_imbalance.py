@@ -63,8 +63,8 @@ def test_auto_class_weights_are_printed_recorded_and_kept_in_the_checkpoint(
         assert main(args) == 0
 
     assert (
-        "class weights (auto, inverse frequency of the training labels): alpha 0.43 (40 rows), "
-        "beta 0.86 (20 rows), gamma 1.71 (10 rows)"
+        "model.class_weights  [0.43, 0.86, 1.71] inverse frequency of the training labels: "
+        "alpha (40 rows), beta (20 rows), gamma (10 rows)"
     ) in caplog.text
     expected = pytest.approx([3 / 7, 6 / 7, 12 / 7], abs=1e-6)
     run = tmp_path / "root" / "lightning_logs" / "version_0"

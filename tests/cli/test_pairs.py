@@ -33,9 +33,9 @@ from tscratch.data.bbc_pairs import write_same_topic_pairs
 from tscratch.data.encoding import encode_texts
 from tscratch.errors import UserError
 from tscratch.export import export, load
+from tscratch.recipe.settings import estimate_tokens
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
-from tscratch.training.recipe import estimate_tokens
 
 SET_TO_2 = "text pairs (--data.text_pair_column text_pair): model.type_vocab_size set to 2"
 
@@ -256,7 +256,7 @@ def test_max_length_auto_measures_both_texts_of_a_pair(shared_cache, tmp_path):
     rows = _rows(data / "train.csv")
     longest = max(estimate_tokens(r["text"]) + estimate_tokens(r["text_pair"]) + 1 for r in rows)
     assert chosen >= longest  # every row has the same word counts: p95 is the longest
-    assert "auto settings measure each row as [CLS] text [SEP] text_pair [SEP]" in log
+    assert "the plan measures each row as [CLS] text [SEP] text_pair [SEP]" in log
     assert re.search(rf"max_length {chosen} \(0% of training rows truncated\)", log)
 
 

@@ -18,13 +18,14 @@ from tokenizers import Tokenizer
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
 from tscratch.checkpoint_files import read_checkpoint
-from tscratch.cli import fit_recipe, stage_commands, stages
-from tscratch.cli.fit_recipe import choose
+from tscratch.cli import fit_stages, stages
 from tscratch.cli.stages import stage_folder
 from tscratch.data.language import language
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 from tscratch.errors import UserError
-from tscratch.training.recipe import DataProfile
+from tscratch.recipe import commands as stage_commands
+from tscratch.recipe.rule import choose
+from tscratch.recipe.settings import DataProfile
 
 QUESTIONS = ["What is the capital of France ?", "Who wrote Hamlet ?", "How far is the moon ?"]
 REVIEWS = ["这家酒店的服务很好，房间也干净。", "电脑用了两天就坏了，很失望。"]
@@ -100,7 +101,7 @@ def test_the_student_reads_a_bert_sized_teacher_vocabulary_fixed(tmp_path, caplo
     config = _config(cache_dir=str(tmp_path / "cache"))
     config.model.teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
     with caplog.at_level(logging.INFO, logger="tscratch"):
-        fit_recipe.student_vocabulary(config, "minilm")
+        fit_stages.student_vocabulary(config, "minilm")
     teacher = Tokenizer.from_str(read_checkpoint(tmp_path / "teacher.ckpt")["tokenizer_json"])
     assert load_tokenizer(config.data.tokenizer).to_str() == teacher.to_str()
     assert config.model.embed_init == "minilm" and config.model.freeze_embeddings is True
@@ -113,14 +114,14 @@ def test_the_student_keeps_a_tokenizer_it_was_given_or_its_own_when_the_teachers
     teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
     config = _config(tokenizer="mine.json")
     config.model.teacher = teacher
-    fit_recipe.student_vocabulary(config, "minilm")
+    fit_stages.student_vocabulary(config, "minilm")
     assert config.data.tokenizer == "mine.json"
     assert not config.model.get("embed_init") and not config.model.get("freeze_embeddings")
-    monkeypatch.setattr(fit_recipe, "TEACHER_VOCABULARY", 10)
+    monkeypatch.setattr(fit_stages, "TEACHER_VOCABULARY", 10)
     config = _config()
     config.model.teacher = teacher
     with caplog.at_level(logging.INFO, logger="tscratch"):
-        fit_recipe.student_vocabulary(config, "e5")
+        fit_stages.student_vocabulary(config, "e5")
     assert config.data.get("tokenizer") is None and not config.model.get("embed_init")
     assert re.search(r"trains its own tokenizer: the teacher's vocabulary of \d+ entries is "
                      r"more than 10$", caplog.text.strip())  # fmt: skip
@@ -140,7 +141,7 @@ def test_a_student_with_other_learned_embedding_tables_trains_its_vectors(
     config.model.teacher = str(_teacher_checkpoint(tmp_path / "teacher.ckpt", 40))
     config.model[field] = value
     with caplog.at_level(logging.INFO, logger="tscratch"):
-        fit_recipe.student_vocabulary(config, "minilm")
+        fit_stages.student_vocabulary(config, "minilm")
     assert config.data.tokenizer and config.model.embed_init == "minilm"
     assert config.model.freeze_embeddings is False
     assert f"trained, not fixed: --model.freeze_embeddings would also fix its {named}" in (
@@ -148,7 +149,7 @@ def test_a_student_with_other_learned_embedding_tables_trains_its_vectors(
     )
     config.model[field] = {"position": "sinusoidal", "bigram_buckets": "auto"}.get(field, 0)
     config.data.tokenizer = config.model.embed_init = None  # as before the recipe chose them
-    fit_recipe.student_vocabulary(config, "minilm")
+    fit_stages.student_vocabulary(config, "minilm")
     assert config.model.freeze_embeddings is True
 
 
@@ -271,7 +272,7 @@ def test_the_pretrain_recipe_pretrains_fine_tunes_from_it_and_reuses_the_stage(d
     code, log = fit_in_process(args, data["cache"])
     assert code == 0, log
     assert "recipe pretrain (asked for with --recipe)" in log
-    assert "the stage reads 17,000,000 masked-LM tokens (texts of a median under 128" in log
+    assert "pretrain: 17,000,000 masked-LM tokens (texts of a median under 128" in log
     folder = _stage(log, "pretrain")
     assert folder.parent == root / "lightning_logs" / "stages"
     done = json.loads((folder / "done.json").read_text())

@@ -192,7 +192,7 @@ def test_embed_init_with_init_from_is_one_line_before_anything_is_read(
 def test_the_recipe_leaves_a_run_with_embed_init_plain_and_refuses_a_stage_with_it(
     tmp_path, monkeypatch, capsys, data_cache, source
 ):
-    from tscratch.cli.fit_recipe import choose
+    from tscratch.recipe.rule import choose
 
     given = choose("auto", "en", SimpleNamespace(rows=10, median_tokens=500), True,
                    start_given="--model.embed_init minilm")  # fmt: skip

@@ -73,6 +73,11 @@ def run(name: str, argv: list[str]) -> int:
     if (bad := not_text(argv)) is not None:
         print(f"error: tscratch {name}: {bad}", file=sys.stderr)
         return 2
+    if name == "fit" and "--plan" in argv:  # the plan alone: without Lightning where it can
+        from tscratch.cli.fit_quick import quick_plan
+
+        if (code := quick_plan(argv)) is not None:
+            return code
     main = importlib.import_module(COMMANDS[name].module).main
     saved, parsing.PROG = parsing.PROG, f"tscratch {name}"
     try:

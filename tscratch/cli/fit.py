@@ -5,10 +5,14 @@ short summary. What it adds to Lightning's defaults, and why:
 
 - sizes from the data (`vocab_size`, `num_classes`, `pad_id`, label names) are linked into the
   model, never typed by hand;
-- settings set to `auto` (`data.max_length`, `data.vocab_size`, `model.token_dropout`,
-  `model.bigram_buckets`, `model.class_weights`, and `trainer.max_epochs` when neither it nor
-  `max_steps` is given) are chosen from the training data by the rules in
-  `tscratch.training.recipe` (class weights: inverse label frequency) and printed;
+- a plan (`tscratch.recipe`), made from one profile of the training split before any work: the
+  recipe (`--recipe`, default.yaml: `auto`) and its stages, each with its budget, steps and a
+  time estimate measured on this machine; the settings left to the data (`auto`: `data.max_length`,
+  `data.vocab_size`, `model.token_dropout`, `model.bigram_buckets`, `model.class_weights`, and
+  `trainer.max_epochs` when neither it nor `max_steps` is given), each with its reason. It is
+  printed as one table, saved as `plan.yaml` beside the run's `config.yaml`, applied to the config
+  in one place, and each part's estimate is printed beside the time it took at the end.
+  `--plan` prints it and stops. An option the command gives is never chosen for it;
 - precision is chosen explicitly and logged: `16-mixed` on CUDA, `bf16-mixed` on a CPU with
   native bf16 matrix instructions, `32-true` otherwise; `--trainer.precision` always wins;
 - two checkpoints per run under `lightning_logs/version_N/checkpoints/`: `best-*.ckpt` by
@@ -26,10 +30,10 @@ short summary. What it adds to Lightning's defaults, and why:
 - `--model.teacher SOURCE` distils a fine-tuned classifier into the model: its logits of the
   training texts and their augmented copies, computed once and cached (`tscratch.cli.fit_teacher`,
   `tscratch.data.transfer`; docs/distillation.md);
-- `--recipe` (default.yaml: `auto`) runs a stage before the labels, chosen from the data by a
-  printed rule: a masked-LM pretraining stage on the training texts, or a fine-tuned teacher to
-  distil; each stage is checkpointed, reused and continued by `--ckpt_path last`
-  (`tscratch.cli.fit_recipe`);
+- the plan's stages (a masked-LM pretraining stage on the training texts, or a fine-tuned teacher
+  to distil) run as commands of their own, each in its own folder and checkpointed, reused and
+  continued by `--ckpt_path last` (`tscratch.cli.fit_stages`); they train the architecture the
+  command asks for;
 - the bag-of-words bar: TF-IDF + logistic regression fitted on the run's own training split is
   reported beside the test score, logged and stored in the checkpoints
   (`tscratch.training.baseline_bar`; `--baseline false` skips it).
@@ -37,7 +41,9 @@ short summary. What it adds to Lightning's defaults, and why:
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -48,24 +54,25 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
-from tscratch.cli.fit_auto import choose_auto_settings, wanted_options
 from tscratch.cli.fit_pairs import settle_token_types
-from tscratch.cli.fit_recipe import RECIPES, settle_recipe
+from tscratch.cli.fit_plan import PlanFile, PlanShown, given_options, save_plan
+from tscratch.cli.fit_quick import NOT_DATA, OPTIONS
 from tscratch.cli.fit_report import baseline_bar, log_final_metrics, summary
 from tscratch.cli.fit_resume import RUNS, resolve_ckpt_path
+from tscratch.cli.fit_stages import run_stages
 from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
-from tscratch.cli.fit_teacher import TeacherModel, settle_teacher_options
+from tscratch.cli.fit_teacher import TeacherModel, check_teacher_options
 from tscratch.cli.launch import build_cli, console
-from tscratch.cli.stage_commands import (
-    PRETRAIN_OBJECTIVE,
-    PRETRAIN_TOKENS,
-    SHORT_PRETRAIN_TOKENS,
-)
 from tscratch.cli.stages import StageInterrupted
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import UserError, report
 from tscratch.pretrained import Pretrained
+from tscratch.recipe.commands import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS, SHORT_PRETRAIN_TOKENS
+from tscratch.recipe.plan import Plan
+from tscratch.recipe.planner import check_recipe_options, make_plan
+from tscratch.recipe.rule import RECIPES
+from tscratch.recipe.settings import LONG
 from tscratch.training.baseline_bar import BaselineBar
 from tscratch.training.callbacks import GracefulStop, resume_command
 from tscratch.training.checkpointing import (
@@ -77,7 +84,6 @@ from tscratch.training.init_from import adopt_architecture, resolve_init_source
 from tscratch.training.masked_lm import Objective
 from tscratch.training.pictures import ValidationPictures
 from tscratch.training.precision import default_precision
-from tscratch.training.recipe import LONG
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
@@ -89,7 +95,7 @@ class TScratchCLI(LightningCLI):
     resume_state: dict[str, Any] | None = None
     """The checkpoint `--ckpt_path` names, read once while resolving it."""
     recipe: str = "plain"
-    """The recipe this run follows (`tscratch.cli.fit_recipe`), `auto` resolved."""
+    """The recipe this run follows (`tscratch.recipe`), `auto` resolved."""
     pretrained: Pretrained | None = None
     """The encoder `--model.init_from` names, read once while adopting its architecture."""
     embed_source: Pretrained | None = None
@@ -106,16 +112,14 @@ class TScratchCLI(LightningCLI):
     """What the `best-*.ckpt` checkpoint is the best by, and in which direction."""
     test_after_fit: bool = True
     """Whether the command has a `--test` flag (evaluate the best checkpoint after training)."""
-    auto_options: tuple[str, ...] = (
-        "data.max_length",
-        "data.vocab_size",
-        "model.token_dropout",
-        "model.bigram_buckets",
-        "model.class_weights",
-        "trainer.max_epochs",
-    )
-    """Options chosen from the data (`tscratch.training.recipe`; class weights from the training
-    labels) when set to `auto`; max_epochs when neither it nor max_steps is set."""
+    plans: bool = True
+    """Whether the command makes a plan (`tscratch.recipe`): the recipe's stages and the `auto`
+    settings, chosen from the data, printed, saved as plan.yaml and applied."""
+    plan: Plan | None = None
+    given: frozenset[str] = frozenset()
+    """The options the command line or a `--config` file set: the plan never chooses those."""
+    took: dict[str, float] = {}  # noqa: RUF012  (replaced per run, never mutated)
+    """Seconds each stage the plan ran took (stages reused from before: none)."""
 
     def _adopt_init_source(self, config: Namespace) -> Pretrained:
         """Take the architecture and the tokenizer from `--model.init_from`."""
@@ -172,6 +176,12 @@ class TScratchCLI(LightningCLI):
                 "(masked-LM on the training texts), distil (fine-tune a pretrained teacher, "
                 "then learn its logits), auto (chosen from the data by a printed rule; "
                 "default.yaml's choice). See docs/training.md.",
+            )
+            parser.add_argument(
+                "--plan",
+                action="store_true",
+                help="Print the plan (recipe, stages, budgets, estimated times, settings chosen "
+                "from the data) and stop, training nothing.",
             )
             parser.add_argument(
                 "--pretrain_tokens",
@@ -241,21 +251,33 @@ class TScratchCLI(LightningCLI):
             )
         if embed_init is not None and self.resume_state is None:  # one line if it cannot be read
             self.embed_source = resolve_init_source(embed_init, "--model.embed_init")
-        if config.get("recipe") not in (None, "plain"):  # stages: set init_from or teacher
-            decision = settle_recipe(config, resuming=resuming or self.resume_state is not None)
-            self.recipe = decision.recipe if decision is not None else "plain"
-        if config.model.get("init_from") is not None:
-            self.pretrained = self._adopt_init_source(config)
-        settle_token_types(config)  # text pairs need token types 0 and 1
-        epochs_auto = "trainer.max_epochs" in wanted_options(config, self.auto_options)
-        choose_auto_settings(config, self.auto_options)
-        settle_teacher_options(config, epochs_auto)  # --model.teacher: distillation
-        if config.trainer.precision is None:
+        if config.trainer.precision is None:  # before the plan: its estimates run at it
             config.trainer.precision = default_precision(config.trainer.get("accelerator"))
             log.info(
                 "precision: %s (chosen for this machine; override with --trainer.precision)",
                 config.trainer.precision,
             )
+        if self.plans:
+            check_recipe_options(config)  # before a named start is read
+        if config.model.get("init_from") is not None:  # the plan reads its architecture
+            self.pretrained = self._adopt_init_source(config)
+        settle_token_types(config)  # text pairs need token types 0 and 1
+        if self.plans:
+            self.plan = make_plan(config, self.given)
+            log.info(self.plan.render())
+            if config.get("plan"):
+                raise PlanShown
+            self.plan.apply(config)
+            resuming = resuming or self.resume_state is not None
+            self.took = run_stages(self.plan, config, resuming)  # init_from or teacher
+            check_teacher_options(config)
+            self.recipe = self.plan.recipe
+            if self.plan.recipe == "pretrain":  # the stage's architecture is the one asked for
+                self.pretrained = self._adopt_init_source(config)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        self.given = given_options([str(a) for a in args or []])
+        super().parse_arguments(parser, args)
 
 
 def trainer_defaults(extra_callbacks: list[L.Callback] | None = None) -> dict[str, Any]:
@@ -298,11 +320,15 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         check_max_length(model.config, cli.datamodule.max_length, model.hparams.init_from)
         model.pretrained, cli.pretrained = cli.pretrained, None
         model.embed_source, cli.embed_source = cli.embed_source, None
+        start, teacher = time.perf_counter(), None
         if model.hparams.get("teacher") is not None:  # logits computed (or read) before training
             device = str(trainer.strategy.root_device)  # where this run trains, GPU or not
-            cli.datamodule.distill_from(TeacherModel(model.hparams.teacher, device=device))
+            teacher = TeacherModel(model.hparams.teacher, device=device)
+            cli.datamodule.distill_from(teacher)
         cli.check_resume()
         check_early_stopping(trainer.early_stopping_callbacks, model.validation_metrics())
+        if cli.plan is not None:
+            trainer.callbacks.append(PlanFile(cli.plan))
         trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
         if not trainer.interrupted and (note := early_stop_note(trainer, model.scheduled_steps)):
             log.info(note)
@@ -311,9 +337,47 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
             trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)
             log_final_metrics(trainer)
             summary(trainer, best)
+        if cli.plan is not None and not trainer.interrupted:
+            took = dict(cli.took)
+            if teacher is not None and teacher.seconds:
+                took["logits"] = teacher.seconds
+            took[cli.plan.stages[-1].name] = time.perf_counter() - start - took.get("logits", 0)
+            log.info(cli.plan.compare(took))
+            folder = trainer.log_dir or "."  # a collective under DDP: every rank asks
+            if trainer.is_global_zero:
+                save_plan(cli.plan, folder, took)
+    except PlanShown:  # --plan: printed, nothing trained
+        return 0
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
         return report(error)
     except StageInterrupted as stop:
         log.info("%s; continue the run: %s", stop, resume_command())
         return stop.code
     return 0
+
+
+def parser_defaults() -> dict[str, Any]:
+    """fit's parser defaults, nested by group, without default.yaml; values that are not plain
+    data are `NOT_DATA` (what `tscratch fit --plan` reads without building this CLI)."""
+
+    class Captured(Exception):
+        pass
+
+    class Capture(TScratchCLI):
+        def before_instantiate_classes(self) -> None:
+            raise Captured(self.parser.get_defaults().as_dict())
+
+    try:  # a named config: no default.yaml under the parser's defaults
+        build_cli(Capture, ClassificationTask, TextClassificationData, ["--config", "tiny"],
+                  default="default", trainer_defaults=trainer_defaults())  # fmt: skip
+    except Captured as captured:
+        defaults = captured.args[0]
+    defaults.pop("config", None)
+    return json.loads(json.dumps(defaults, default=lambda value: NOT_DATA))
+
+
+def write_options(path: Path = OPTIONS) -> None:
+    """Write `parser_defaults` to ``path`` (after changing fit's options: `python -c "from
+    tscratch.cli.fit import write_options; write_options()"`)."""
+    text = json.dumps(parser_defaults(), indent=1, sort_keys=True)
+    path.write_text(text + "\n", encoding="utf-8")

@@ -37,7 +37,7 @@ class Seq2SeqCLI(TScratchCLI):
     # falling while the generations stop improving (README, Headline generation).
     best_metric = ("val/rougeL", "max")
     test_after_fit = True
-    auto_options = ()
+    plans = False
 
 
 def seq2seq_trainer_defaults() -> dict[str, Any]:

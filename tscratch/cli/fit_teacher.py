@@ -26,24 +26,16 @@ from jsonargparse import Namespace
 from torch import Tensor
 
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.fit_auto import training_profile
 from tscratch.cli.predict_logits import document_logits, longest_first
 from tscratch.data.encoding import encode_ids, pad_batch
-from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
-from tscratch.data.transfer import DEFAULT_COPIES, TeacherOutputs, mask_token_of
+from tscratch.data.transfer import TeacherOutputs, mask_token_of
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, TOKENIZER, WEIGHTS, ExportedClassifier
-from tscratch.training import recipe
 from tscratch.training.precision import native_bf16
 
 log = logging.getLogger("tscratch")
 FOLDER_FILES = (WEIGHTS, CONFIG, TOKENIZER)
 """What a teacher folder's key hashes: the files `open_classifier` reads from it."""
-MAX_READINGS = 120
-"""Most times the distilled student reads a text, counting its copies: `round(120 / (1 +
-copies))` passes (6 with the default 20 copies, 11 with 10). Students of 10 copies given 40
-passes peaked on validation at pass 3-11 (33-121 readings) and then fell; with 20 copies, 6
-passes beat 2 on validation on TREC-6 and BBC headlines (docs/results.md)."""
 
 
 def autocast_dtype(device: str) -> torch.dtype | None:
@@ -108,6 +100,8 @@ class TeacherModel:
 
     def __init__(self, source: str, batch_size: int = 32, device: str = "cpu") -> None:
         self.name = source
+        self.seconds = 0.0
+        """How long the last `outputs` took (0 when the logits were read from the cache)."""
         self.key = teacher_key(source)
         self.batch_size = batch_size
         self.device = device
@@ -143,7 +137,8 @@ class TeacherModel:
                 logits, features = pooled_logits(classifier, texts, self.batch_size)
         del classifier  # the student trains without the teacher in memory
         gc.collect()
-        log.info("teacher logits: %d texts in %.1f s", len(texts), time.perf_counter() - start)
+        self.seconds = time.perf_counter() - start
+        log.info("teacher logits: %d texts in %.1f s", len(texts), self.seconds)
         return TeacherOutputs(logits[:, columns].float(), features)
 
 
@@ -166,15 +161,9 @@ def pooled_logits(
     return logits, features
 
 
-def settle_teacher_options(config: Namespace, epochs_left_to_data: bool) -> None:
-    """Check `--model.teacher` and its data options before anything is written, and fill in
-    what a teacher changes: `data.augment_copies` (`DEFAULT_COPIES` when unset) and, when the
-    number of epochs was left to the data, one sized to the grown training split.
-
-    Args:
-        config: the parsed configuration, `auto` settings already chosen.
-        epochs_left_to_data: whether `trainer.max_epochs` was chosen by the recipe.
-    """
+def check_teacher_options(config: Namespace) -> None:
+    """Check `--model.teacher` and its data options before anything is written (the plan has
+    chosen the copies per text and the passes)."""
     data, source = config.data, config.model.get("teacher")
     if source is None:
         if data.get("augment_copies") not in (None, 0):
@@ -187,34 +176,3 @@ def settle_teacher_options(config: Namespace, epochs_left_to_data: bool) -> None
         teacher_key(source)  # one MissingFile line
     if data.get("text_pair_column") is not None:
         raise UserError("--model.teacher distils single texts; drop --data.text_pair_column")
-    if data.augment_copies is None:
-        data.augment_copies = DEFAULT_COPIES  # recorded in config.yaml as the number it is
-    if epochs_left_to_data:
-        config.trainer.max_epochs = distillation_epochs(config)
-
-
-def distillation_epochs(config: Namespace) -> int:
-    """The recipe's token budget (`recipe.TARGET_TOKENS`) spread over the training split grown
-    by the copies (an n-gram copy's few words left out), within 1 and `MAX_READINGS` readings of
-    a text counting its copies: a copy repeats its source's words and the teacher's view of
-    them, so 20 copies and 6 passes read each text 126 times."""
-    data = config.data
-    splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
-    whole = round(data.augment_copies * (1 - data.augment_ngram))  # copies of full length
-    per_epoch = training_profile(splits).tokens_per_epoch(data.max_length) * (1 + whole)
-    high = max(1, round(MAX_READINGS / (1 + data.augment_copies)))
-    value = min(high, max(1, round(recipe.TARGET_TOKENS / per_epoch)))
-    log.info(
-        "trainer.max_epochs %d instead, for distillation: %d passes over about %s tokens (the "
-        "training texts and %d full-length copies of each; aim %gM tokens, 1-%d passes, so "
-        "that a text and its %d copies are read at most ~%d times)",
-        value,
-        value,
-        f"{per_epoch:,}",
-        whole,
-        recipe.TARGET_TOKENS / 1e6,
-        high,
-        data.augment_copies,
-        MAX_READINGS,
-    )
-    return value

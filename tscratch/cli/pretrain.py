@@ -33,7 +33,7 @@ class PretrainCLI(TScratchCLI):
     data_links = ("vocab_size", "pad_id")
     best_metric = ("val/loss", "min")
     test_after_fit = False
-    auto_options = ()
+    plans = False
 
 
 def pretrain_trainer_defaults() -> dict[str, Any]:

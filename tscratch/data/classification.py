@@ -106,7 +106,8 @@ class TextClassificationData(TokenizedData):
         encoding: Of local CSV/JSON files: utf-8 (a byte-order mark is fine), or gb18030, big5,
             cp1252, utf-16...; a file not valid in it is refused, naming the one it looks like.
         augment_copies: With --model.teacher: augmented copies of each training text, trained on
-            the teacher's logits (Tang et al. 2019; default 20, `--recipe distil` 10); 0: none.
+            the teacher's logits (Tang et al. 2019; by default tscratch fit's plan chooses: 20, or
+            fewer on large data); 0: none.
         augment_mask: Probability that a copy masks a word (in CJK text: a character).
         augment_swap: Probability that a copy replaces a word by one of the training texts'.
         augment_ngram: Probability that a copy is cut down to an n-gram of 1-5 words.

@@ -48,6 +48,8 @@ class PositionScheme(nn.Module):
 
     name: ClassVar[str] = ""
     kind: ClassVar[PositionKind] = None
+    learned: ClassVar[bool] = False
+    """Whether the scheme holds trained parameters (a table or a bias), which start random."""
     max_length: int | None = None
 
     @classmethod
@@ -141,6 +143,7 @@ class LearnedPositions(TablePositions):
     """A trained (max_len, D) table, as in BERT."""
 
     name = "learned"
+    learned = True
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__(max_len)
@@ -275,6 +278,7 @@ class T5RelativeBias(PositionScheme):
 
     name = "t5"
     kind = "bias"
+    learned = True
 
     def __init__(self, num_heads: int, num_buckets: int = 32, max_distance: int = 128) -> None:
         super().__init__()
@@ -321,6 +325,11 @@ POSITIONS: dict[str, type[PositionScheme]] = {
 def position_scheme(config: EncoderConfig) -> PositionScheme:
     """The scheme named by `config.position`, built and checked against `config`."""
     return _scheme_class(config.position).from_config(config)
+
+
+def position_is_learned(name: str | None) -> bool:
+    """Whether the scheme called ``name`` holds trained parameters (False for None)."""
+    return name is not None and _scheme_class(name).learned
 
 
 def position_length_limit(config: EncoderConfig) -> int | None:

@@ -1,39 +1,47 @@
-"""The commands of `--recipe`'s stages: `tscratch pretrain` on the training split, or `tscratch
+"""The commands of the recipe's stages: `tscratch pretrain` on the training split, or `tscratch
 fit` of a teacher, each carrying what it must share with the main run (its splits, seed,
-precision, architecture), and the budgets that size them (`tscratch.cli.fit_recipe` chooses the
-stage and runs it)."""
+precision, architecture), and the budgets that size them. `tscratch.recipe.planner` puts them in
+the plan; `tscratch.cli.fit_stages` runs them."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
 from jsonargparse import Namespace
 
 from tscratch.config import EncoderConfig
+from tscratch.configs import packaged_config
 from tscratch.data.splits import SPLIT_ARGS
+from tscratch.data.transfer import DEFAULT_COPIES
 from tscratch.errors import UserError
 from tscratch.pretrained.sources import PACKAGES
-from tscratch.training import recipe as rules
+from tscratch.recipe import settings as rules
 
 PRETRAIN_TOKENS = 10_000_000
 SHORT_PRETRAIN_TOKENS = 17_000_000
 """Masked-LM training tokens of the `pretrain` stage unless `--pretrain_tokens` says otherwise
 (`stage_budget`): `SHORT_PRETRAIN_TOKENS` for texts of a median under `rules.LONG` tokens,
 `PRETRAIN_TOKENS` for longer ones, within `PRETRAIN_EPOCHS` passes. What the stage learns grows
-with its passes (BBC News seed 0: 4 passes 94.6%, 11 passes 96.4%, TF-IDF 95.5%; ChnSentiCorp,
-three seeds, 17 passes against 10: best validation higher on every seed, twice over, from random
-and from e5's vectors; docs/results.md), and it is where the model learns what words mean. The
-longer stage costs about 6 more minutes of one CPU thread on ChnSentiCorp (a run of about 19);
-long texts keep 10M, so that the BBC News quickstart (11 passes, 13-14 minutes a run) stays
-under 15 minutes, and its validation accuracy is 99.3% after 10M already."""
+with its passes, and it is where the model learns what words mean; short texts get the longer
+stage because it is most of what the model learns of their words and their fine-tuning is
+short; long texts keep the shorter one because their fine-tuning reads long rows and costs more
+(docs/results.md has the measurements behind both numbers)."""
 PRETRAIN_OBJECTIVE = "mlm"
 """The `pretrain` stage's objective unless `--pretrain_objective` says otherwise."""
 PRETRAIN_EPOCHS = (3, 30)
 PRETRAIN_LENGTH = 128
-"""Row length of the pretraining stage (ALiBi carries it to longer fine-tuning rows)."""
+"""Row length of the pretraining stage."""
+STAGE_POSITION = "alibi"
+"""The position scheme the plan gives a `pretrain` run whose command names none: a bias by
+distance, with no table to outgrow when fine-tuning reads rows longer than the stage's
+`PRETRAIN_LENGTH`. A scheme the command names is the stage's too."""
+TEACHER_CONFIG = "minilm"
+"""The packaged config the teacher stage fine-tunes with (its batch size and epochs)."""
 TEACHER_LENGTH = 128
 """Longest row the teacher stage reads (the `distil` recipe serves short texts)."""
 ARCHITECTURE = tuple(
@@ -43,9 +51,17 @@ ARCHITECTURE = tuple(
     not in EncoderConfig.RUNTIME_FIELDS
     | {"vocab_size", "pad_id", "position", "bigram_buckets", "embed_dim"}
 )
-"""The main run's architecture fields the pretraining stage copies (ALiBi positions instead;
-token-pair and factorized embeddings only when there are any, so stage commands without them
-stay as they were and their folders are found again)."""
+"""The main run's architecture fields the pretraining stage copies in this order (the position
+scheme, token-pair and factorized embeddings follow, the last two only when there are any, so
+stage commands without them stay as they were and their folders are found again)."""
+TEACHER_READINGS = 120_000
+"""Most texts the teacher reads to make the student's transfer set, the training texts and their
+augmented copies together: copies per text fall as the data grows (`teacher_copies`), down to
+none, so the teacher's pass stops growing with the data once the training split alone holds
+this many texts."""
+TEACHER_STEPS = 1_000
+"""Most optimizer steps of the teacher's fine-tuning: its config's epochs, or fewer passes over a
+large training split (a pretrained encoder learns a labelling from a few thousand examples)."""
 
 
 def teacher_installed(teacher_init: str) -> bool:
@@ -97,12 +113,10 @@ whole training split), so every stage reads the same training split."""
 
 STAGE_VECTORS = {"en": "minilm", "zh": "e5"}
 """The packaged encoder whose view of each vocabulary entry starts the pretraining stage's token
-embeddings (`--model.embed_init`, trained on), by the training texts' language. On ChnSentiCorp
-e5's character vectors left the 10-pass stage at a held-out perplexity of 67-73 instead of
-78-79 and raised fine-tuning's best validation accuracy on each of three seeds (91.17% against
-90.50% on average) for about 12 s more per run; on BBC News MiniLM's left it at 169-170
-instead of 222-225, validation level (99.33% on two seeds, near its ceiling), test 95.76%
-against 95.31% (docs/results.md)."""
+embeddings (`--model.embed_init`, trained on), by the training texts' language: what a pretrained
+encoder knows of the words, where the stage has only the training texts. It left the stage at a
+lower held-out perplexity on Chinese reviews and English news, and raised fine-tuning's best
+validation accuracy on the reviews (docs/results.md)."""
 
 
 def stage_vectors(lang: str) -> str | None:
@@ -133,6 +147,30 @@ def stage_budget(config: Namespace, profile: rules.DataProfile) -> tuple[int, st
     return PRETRAIN_TOKENS, why
 
 
+def stage_epochs(config: Namespace, profile: rules.DataProfile) -> int:
+    """Passes of the pretraining stage: its token budget over the split, within `PRETRAIN_EPOCHS`.
+    Pretraining cuts each document into rows and reads them all, so a pass costs every token of
+    the split (not the first `max_length` of each text, as in fit)."""
+    low, high = PRETRAIN_EPOCHS
+    budget, _ = stage_budget(config, profile)
+    return min(high, max(low, round(budget / max(1, profile.total_tokens))))
+
+
+def teacher_copies(rows: int) -> int:
+    """Augmented copies per training text for the transfer set: `DEFAULT_COPIES`, fewer where
+    the teacher would read more than `TEACHER_READINGS` texts, none from that many rows up."""
+    return max(0, min(DEFAULT_COPIES, TEACHER_READINGS // max(1, rows) - 1))
+
+
+def teacher_schedule(rows: int) -> tuple[int, int, int | None]:
+    """(batch size, epochs, step cap or None) of the teacher stage on ``rows`` training texts:
+    the teacher config's batch and epochs, capped at `TEACHER_STEPS` steps."""
+    packaged = yaml.safe_load(Path(packaged_config(TEACHER_CONFIG)).read_text())
+    batch, epochs = packaged["data"]["batch_size"], packaged["trainer"]["max_epochs"]
+    steps = math.ceil(rows / batch) * epochs
+    return batch, epochs, (TEACHER_STEPS if steps > TEACHER_STEPS else None)
+
+
 def pretrain_command(
     config: Namespace, profile: rules.DataProfile, embed_init: str | None = None
 ) -> list[str]:
@@ -143,12 +181,7 @@ def pretrain_command(
     if vocab == rules.AUTO:
         vocab = rules.vocab_size(profile).value
     length = min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
-    # Pretraining cuts each document into rows of `length` tokens and reads them all, so a
-    # pass costs every token of the split (not the first `length` of each text, as in fit).
-    per_epoch = profile.total_tokens
-    low, high = PRETRAIN_EPOCHS
-    budget, _ = stage_budget(config, profile)
-    epochs = min(high, max(low, round(budget / max(1, per_epoch))))
+    epochs = stage_epochs(config, profile)
     flags = ["--config", "pretrain", *data_flags(data, SHARED_DATA)]
     flags += ["--data.vocab_size", str(vocab), "--data.max_length", str(length)]
     flags += ["--data.tokenizer_model", data.get("tokenizer_model") or "wordpiece"]
@@ -162,7 +195,8 @@ def pretrain_command(
         flags += ["--model.bigram_buckets", str(buckets)]
     if model.get("embed_dim"):
         flags += ["--model.embed_dim", str(model.embed_dim)]
-    flags += ["--model.position", "alibi", "--trainer.max_epochs", str(epochs)]
+    position = model.get("position") or STAGE_POSITION
+    flags += ["--model.position", position, "--trainer.max_epochs", str(epochs)]
     if embed_init is not None:
         flags += ["--model.embed_init", embed_init]
     objective = config.get("pretrain_objective") or PRETRAIN_OBJECTIVE
@@ -175,9 +209,12 @@ def teacher_command(config: Namespace, profile: rules.DataProfile, teacher_init:
     """`tscratch fit --config minilm` from ``teacher_init`` on the main run's splits (e5's word
     vectors kept fixed: 96M of its 117M parameters, one per piece of 100 languages)."""
     length = min(TEACHER_LENGTH, rules.max_length(profile, None).value)
-    flags = ["--config", "minilm", "--model.init_from", teacher_init]
+    flags = ["--config", TEACHER_CONFIG, "--model.init_from", teacher_init]
     if teacher_init == "e5":
         flags += ["--model.freeze_embeddings", "true"]
     flags += [*data_flags(config.data, SHARED_DATA), "--data.max_length", str(length)]
     flags += ["--baseline", "false", "--recipe", "plain"]
+    _, _, cap = teacher_schedule(profile.rows)
+    if cap is not None:  # only on large splits, so the small ones keep their stage folders
+        flags += ["--trainer.max_steps", str(cap)]
     return ["fit", *flags, *trainer_flags(config)]

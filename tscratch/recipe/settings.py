@@ -6,8 +6,8 @@ waste work on texts of 20, and a fixed number of epochs is too few updates for 5
 hours too many for 50,000. So four settings may be `auto` (`default.yaml` sets all but the
 token pairs, which it leaves off: docs/results.md says why), and the number of epochs is chosen
 when neither it nor `max_steps` is given; they are filled in from a profile of the training
-split before anything is built; tscratch fit prints each choice with its
-reason, and the run's `config.yaml` records the values, not `auto`:
+split before anything is built; tscratch fit's plan (`tscratch.recipe.plan`) shows each choice
+with its reason, and the run's `config.yaml` records the values, not `auto`:
 
 - `data.max_length`: covers 95% of the training texts (estimated tokens, rounded up to a
   multiple of 32), within the position table's limit and at most `MAX_AUTO_LENGTH`: attention's
@@ -23,9 +23,8 @@ reason, and the run's `config.yaml` records the values, not `auto`:
   at least `TOKENS_PER_ENTRY` tokens each on average (at least 2k): an entry seen a handful of
   times learns an embedding that only memorises, where its pieces would generalise.
 - `trainer.max_epochs` (when neither it nor `max_steps` is given): a fixed budget of
-  `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost, about four
-  minutes of a 2-core CPU at the default size), at least 2 and at most 40 passes: short or small
-  data get more passes, each one cheap, large data fewer.
+  `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost), at least 2 and at
+  most 40 passes: short or small data get more passes, each one cheap, large data fewer.
 
 Lengths are estimated without a tokenizer (`estimate_tokens`), so the profile costs one pass
 over the text and nothing depends on a tokenizer trained for one `max_length`.
@@ -44,10 +43,9 @@ from tscratch.data.tokenizer import CJK
 
 AUTO = "auto"
 MAX_AUTO_LENGTH = 512
-"""Longest row `auto` chooses. BBC News (95% of articles within 970 tokens), fine-tuned from the
-same pretraining stages at 512 instead of 992: best validation 98.21 and 98.65% against 98.65
-and 97.31%, test 96.43 and 95.54% against 96.43 and 94.20%, in about a third less time
-(seeds 0 and 1; docs/results.md)."""
+"""Longest row `auto` chooses: attention's cost grows with the square of the length, and on long
+news articles rows of 512 scored as well as rows covering 95% of the text, in a third less time
+(docs/results.md, "Reading 512 tokens of each article")."""
 TOKENS_PER_ENTRY = 100
 VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
 TARGET_TOKENS = 7_000_000
@@ -226,11 +224,3 @@ def choose(
         if name not in choices:
             choices[name] = rules[name]()
     return [choices[name] for name in wanted]
-
-
-def describe(profile: DataProfile, choices: Sequence[Choice]) -> str:
-    """The lines tscratch fit prints: the profile, then one line per choice."""
-    width = max(len(c.option) for c in choices)
-    lines = [f"auto settings from the data ({profile.describe()}):"]
-    lines += [f"  {c.option:<{width}}  {c.value!s:<6} {c.reason}" for c in choices]
-    return "\n".join(lines)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tscratch.training import recipe
-from tscratch.training.recipe import DataProfile, estimate_tokens
+from tscratch.recipe import settings as recipe
+from tscratch.recipe.settings import DataProfile, estimate_tokens
 
 
 def test_estimate_counts_words_marks_and_cjk_characters():
@@ -99,12 +99,9 @@ def test_epochs_count_the_chosen_max_length():
     assert f"over {100 * estimate_tokens('word ' * 400):,} tokens" in given[0].reason
 
 
-def test_choose_fills_only_what_is_wanted_and_describe_lists_each():
+def test_choose_fills_only_what_is_wanted():
     choices = recipe.choose(profile(450, 970), ["model.token_dropout"], 32, 1024)
-    assert [c.option for c in choices] == ["model.token_dropout"]
-    text = recipe.describe(profile(450, 970), choices)
-    assert text.splitlines()[0].startswith("auto settings from the data (1,000 training texts")
-    assert "model.token_dropout  0.15" in text
+    assert [(c.option, c.value) for c in choices] == [("model.token_dropout", 0.15)]
 
 
 def test_the_profile_counts_single_character_tokens():
@@ -134,8 +131,8 @@ def test_token_pairs_are_embedded_where_tokens_are_single_characters(texts, expe
 def test_a_text_pair_profile_counts_the_characters_of_both_texts():
     from datasets import Dataset
 
-    from tscratch.cli.fit_auto import training_profile
     from tscratch.data.sources import LabeledSplits
+    from tscratch.recipe.planner import training_profile
 
     train = Dataset.from_dict(
         {

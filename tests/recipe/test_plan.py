@@ -1,0 +1,176 @@
+"""The plan: one value that says what fit will do, built before any work, applied in one place,
+and the command line's own options kept."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from jsonargparse import Namespace
+
+from tests.cli.test_distill import _args, _write
+from tests.helpers import fit_in_process
+from tscratch.checkpoint_files import read_checkpoint
+from tscratch.cli.fit_plan import given_options, save_plan
+from tscratch.config import EncoderConfig
+from tscratch.nn.positions import POSITIONS, position_is_learned, position_scheme
+from tscratch.recipe import commands
+from tscratch.recipe.estimate import clock, step_seconds
+from tscratch.recipe.plan import Plan, Stage
+from tscratch.recipe.settings import Choice, DataProfile
+
+
+def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
+    config = tmp_path / "mine.yaml"
+    config.write_text("model:\n  position: rope\ndata:\n  batch_size: 16\nseed_everything: 3\n")
+    args = ["--config", str(config), "--data.batch_size=32", "--trainer.callbacks+=X",
+            "--model.ffn", "swiglu", "--plan", "--recipe", "auto"]  # fmt: skip
+    assert given_options(args) == {
+        "model.position", "data.batch_size", "trainer.callbacks", "model.ffn"
+    }  # fmt: skip
+    assert given_options(["--config", str(tmp_path / "missing.yaml")]) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("rows", "copies"), [(150, 20), (4905, 20), (6920, 16), (40_000, 2), (67_000, 0), (10**6, 0)]
+)
+def test_the_teacher_reads_at_most_a_fixed_number_of_texts(rows, copies):
+    assert commands.teacher_copies(rows) == copies
+    assert rows * (1 + copies) <= max(commands.TEACHER_READINGS, rows)
+
+
+def test_the_teachers_fine_tuning_is_capped_in_steps_on_large_data_only():
+    _config = Namespace(
+        data=Namespace(dataset="x", seed=42), model=Namespace(), trainer=Namespace(),
+        seed_everything=0,
+    )  # fmt: skip
+    small, large = DataProfile(4905, 6, 13, 26, 4905 * 13), DataProfile(67_000, 2, 13, 26, 871_000)
+    assert commands.teacher_schedule(4905) == (16, 2, None)  # 614 steps: the config's passes
+    assert commands.teacher_schedule(67_000)[2] == commands.TEACHER_STEPS
+    assert "--trainer.max_steps" not in commands.teacher_command(_config, small, "minilm")
+    capped = commands.teacher_command(_config, large, "minilm")
+    assert capped[capped.index("--trainer.max_steps") + 1] == str(commands.TEACHER_STEPS)
+
+
+def test_a_position_scheme_says_whether_it_learns():
+    learned = {name for name in POSITIONS if position_is_learned(name)}
+    assert learned == {"learned", "t5"} and not position_is_learned(None)
+    for name in POSITIONS:  # the flag agrees with what the built scheme holds
+        config = EncoderConfig(vocab_size=10, d_model=16, num_heads=2, d_ff=32, position=name)
+        has = any(True for _ in position_scheme(config).parameters())
+        assert has == position_is_learned(name), name
+
+
+def test_a_measured_step_leaves_the_random_generators_as_they_were():
+    config = EncoderConfig(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    assert step_seconds(config, 4, 8) > 0 and step_seconds(config, 4, 8, train=False) > 0
+    assert step_seconds(config, 4, 8, masked_lm=True) > 0
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_clock_reads_as_a_person_would_say_it():
+    assert [clock(s) for s in (0.2, 45, 89.6, 600, 7_300)] == [
+        "1 s", "45 s", "90 s", "10 min", "2 h 02 min"
+    ]  # fmt: skip
+
+
+def _plan() -> Plan:
+    stages = (
+        Stage("pretrain", "masked-LM", "10 tokens", 30, 120.0, ("pretrain", "--x"), "a rule"),
+        Stage("fine-tune", "on the labels", "3 passes over 9 texts", 9, 60.0),
+    )
+    settings = (
+        Choice("data.max_length", 64, "covers 95%"),
+        Choice("model.class_weights", [0.5, 1.5], "inverse frequency"),
+    )
+    profile, notes = DataProfile(9, 2, 5, 8, 45), ("the model starts from the stage",)
+    return Plan("pretrain", "asked for", profile, "en", stages, settings, notes,
+                "32-true, 1 threads", {"x step": 0.1})  # fmt: skip
+
+
+def test_the_plan_renders_applies_and_saves_what_it_holds(tmp_path):
+    plan = _plan()
+    shown = plan.render()
+    assert shown.splitlines()[0] == "plan: recipe pretrain (asked for)"
+    assert re.search(r"pretrain\s+masked-LM\s+10 tokens\s+30\s+2 min", shown)
+    assert re.search(r"total\s+3 min \(32-true, 1 threads\)", shown)
+    assert "  pretrain: a rule" in shown and "model.class_weights  [0.50, 1.50]" in shown
+    assert "then: the model starts from the stage" in shown
+    config = Namespace(data=Namespace(max_length="auto"), model=Namespace(class_weights="auto"))
+    plan.apply(config)
+    assert config.data.max_length == 64 and config.model.class_weights == [0.5, 1.5]
+    assert plan.setting("data.max_length") == 64
+    with pytest.raises(KeyError):
+        plan.setting("data.vocab_size")
+    saved = yaml.safe_load(save_plan(plan, tmp_path, {"pretrain": 150.0}).read_text())
+    assert saved["stages"][0]["command"] == ["tscratch", "pretrain", "--x"]
+    assert saved["stages"][1]["estimated_seconds"] == 60.0 and saved["took_seconds"] == {
+        "pretrain": 150.0
+    }
+    assert plan.compare({"pretrain": 150.0}).splitlines() == [
+        "time: estimated / took", "  pretrain      2 min / 2 min    (1.25x)"
+    ]  # fmt: skip
+    assert plan.compare({}) == ""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("plan")
+    return {"base": base, "data": _write(base / "topics"), "cache": base / "cache"}
+
+
+def test_plan_prints_the_plan_and_trains_nothing(data):
+    root = data["base"] / "planned"
+    code, log = fit_in_process(_args(data["data"], root, "--recipe", "pretrain", "--plan"),
+                               data["cache"])  # fmt: skip
+    assert code == 0, log
+    assert "plan: recipe pretrain (asked for with --recipe)" in log
+    assert re.search(r"  pretrain\s+masked-LM on the training texts", log)
+    assert re.search(r"  fine-tune\s+on the labels\s+\d+ passes over 150 texts", log)
+    assert re.search(r"  model.position\s+alibi\s+the stage's and the model's scheme", log)
+    assert not root.exists()  # no run folder, no stage folder
+
+
+def _long_texts(folder: Path, source: Path) -> Path:
+    """``source``'s CSVs with each text said 12 times: a median of ~130 tokens, long texts."""
+    folder.mkdir()
+    for split in ("train", "validation", "test"):
+        rows = list(csv.reader((source / f"{split}.csv").read_text().splitlines()))
+        rows[1:] = [[" ".join([text] * 12), label] for text, label in rows[1:]]
+        with (folder / f"{split}.csv").open("w", newline="") as file:
+            csv.writer(file).writerows(rows)
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "value"), [("position", "rope"), ("ffn", "swiglu")])
+def test_the_stage_trains_the_model_the_command_asks_for(data, flag, value):
+    long = data["base"] / f"long-{flag}"
+    texts = _long_texts(long, data["data"])
+    root = data["base"] / f"asked-{flag}"
+    args = _args(texts, root, "--recipe", "auto", f"--model.{flag}", value,
+                 "--data.max_length", "auto", "--trainer.limit_train_batches", "2")  # fmt: skip
+    code, log = fit_in_process(args, data["cache"])
+    assert code == 0, log
+    assert "plan: recipe pretrain (150 training texts, English, median 1" in log
+    if flag == "position":  # named by the command: the plan leaves it alone
+        settings = log.split("\nsettings the plan chooses (")[1].split("then:")[0]
+        assert "data.max_length" in settings and "model.position" not in settings
+    done = json.loads(
+        next((root / "lightning_logs/stages").glob("pretrain-*/done.json")).read_text()
+    )
+    assert done["command"][done["command"].index(f"--model.{flag}") + 1] == value
+    last = root / "lightning_logs/version_0/checkpoints/last.ckpt"
+    assert read_checkpoint(last)["hyper_parameters"][flag] == value
+    plan = yaml.safe_load((root / "lightning_logs/version_0/plan.yaml").read_text())
+    assert [s["name"] for s in plan["stages"]] == ["pretrain", "fine-tune"]
+    assert set(plan["took_seconds"]) == {"pretrain", "fine-tune"}
+    assert re.search(r"time: estimated / took\n  pretrain .*\n  fine-tune ", log)

@@ -1,0 +1,150 @@
+"""`tscratch fit --plan` in seconds: the plan made without importing Lightning.
+
+Building fit's LightningCLI costs more than its imports (about 5 s on a 2-core CPU) before any
+data is read. The plan needs none of it: it reads a few options and the data. So `tscratch fit
+--plan` first tries a quick reading of the command line: the parser's defaults (`OPTIONS`, a
+file derived from the parser itself by `tscratch.cli.fit.write_options` and checked against it
+by the tests),
+then the config files, then each `--group.name value` flag read as YAML, in order. Anything this
+reading does not understand (an option it does not know, a value of another type than the
+default's, a start named by `--model.init_from`, `-h`) hands the command to the full parser,
+which then says what is wrong or makes the same plan the slow way. There is one source of truth
+for option names and defaults: the parser.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tscratch.configs import CONFIGS, packaged_config
+from tscratch.errors import UserError, report
+from tscratch.recipe.planner import AUTO_OPTIONS
+from tscratch.recipe.settings import AUTO
+
+log = logging.getLogger("tscratch")
+OPTIONS = CONFIGS / "fit_options.json"
+"""fit's parser defaults by option, without any config file (`tscratch.cli.fit.write_options`
+writes it); a default that is not plain data is written as `NOT_DATA`."""
+NOT_DATA = "<object>"
+
+
+class NotQuick(Exception):
+    """The quick reading cannot take this command line; the full parser will."""
+
+
+def read_args(args: list[str]) -> tuple[dict[str, Any], frozenset[str]]:
+    """The config ``args`` describe, as the full parser would read it, and the options they
+    give; `NotQuick` for anything outside the quick reading."""
+    try:
+        config = json.loads(OPTIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise NotQuick(str(OPTIONS)) from error
+    named = any(a in ("--config", "-c") or a.startswith("--config=") for a in args)
+    if not named:
+        merge(config, load_yaml(str(CONFIGS / "default.yaml")))
+    given: set[str] = set()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--plan":
+            i += 1
+            continue
+        key, eq, value = arg.partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise NotQuick(arg)
+            value, i = args[i + 1], i + 1
+        i += 1
+        if key in ("--config", "-c"):
+            loaded = load_yaml(packaged_config(value))
+            merge(config, loaded)
+            given |= {f"{g}.{n}" for g, v in loaded.items() if isinstance(v, dict) for n in v}
+            continue
+        given.add(set_option(config, key, value))
+    return config, frozenset(given)
+
+
+def set_option(config: dict[str, Any], flag: str, text: str) -> str:
+    """Write ``flag``'s value into ``config``; its "group.name"."""
+    if not flag.startswith("--"):
+        raise NotQuick(flag)
+    *groups, name = flag[2:].split(".")
+    target = config
+    for group in groups:
+        target = target.get(group)
+        if not isinstance(target, dict):
+            raise NotQuick(flag)
+    if name not in target or target[name] == NOT_DATA:
+        raise NotQuick(flag)
+    value = yaml.safe_load(text)
+    default = target[name]
+    auto = value == AUTO and flag[2:] in AUTO_OPTIONS  # what the plan chooses
+    if value is not None and default is not None and not auto and not same_kind(value, default):
+        raise NotQuick(flag)
+    target[name] = value
+    return flag[2:]
+
+
+def same_kind(value: Any, default: Any) -> bool:
+    numbers = (int, float)
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, numbers) and isinstance(value, numbers):
+        return True
+    return type(value) is type(default)
+
+
+def load_yaml(path: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise NotQuick(path) from error
+    if not isinstance(loaded, dict):
+        raise NotQuick(path)
+    return loaded
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        elif key not in base:
+            raise NotQuick(key)
+        else:
+            base[key] = value
+
+
+def quick_plan(args: list[str]) -> int | None:
+    """Print the plan of `tscratch fit ARGS --plan` and return 0 (2 for a user error), or None
+    when the quick reading cannot take ``args`` (then the full parser runs them)."""
+    try:
+        values, given = read_args(args)
+    except (NotQuick, UserError):
+        return None
+    if values["model"].get("init_from") is not None:  # its architecture: the full path reads it
+        return None
+    from jsonargparse import Namespace
+
+    from tscratch.cli.fit_pairs import settle_token_types
+    from tscratch.recipe.planner import check_recipe_options, make_plan
+    from tscratch.training.precision import default_precision
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    groups = {k: Namespace(**v) if isinstance(v, dict) else v for k, v in values.items()}
+    config = Namespace(**groups)  # groups only: a dict inside a group (data_files) stays one
+    try:
+        if config.trainer.precision is None:
+            config.trainer.precision = default_precision(config.trainer.get("accelerator"))
+        check_recipe_options(config)
+        settle_token_types(config)
+        log.info(make_plan(config, given).render())
+    except UserError as error:
+        return report(error)
+    sys.stdout.flush()
+    return 0

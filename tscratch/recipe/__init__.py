@@ -1,0 +1,11 @@
+"""The recipe: what `tscratch fit` does with a dataset, decided from the data before any work.
+
+Between the training side (`tscratch.training`) and the commands (`tscratch.cli`):
+- `settings`: the rules behind `auto` options (length, vocabulary, token dropout, token pairs,
+  passes) and the training split's profile they read;
+- `rule`: which stages run first (`plain`, `pretrain`, `distil`) and why;
+- `commands`: the stage commands and the budgets that size them;
+- `estimate`: a step's measured time on this machine;
+- `stages`: each part of the run with its steps and estimated time;
+- `plan`: the frozen `Plan` that holds all of it; `planner.make_plan` builds it.
+"""

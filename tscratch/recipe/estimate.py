@@ -1,0 +1,100 @@
+"""How fast this machine trains and runs a given encoder: what the plan's time estimates read.
+
+A plan's wall times are steps times a step's time measured here and now, never a constant: the
+same recipe takes minutes on a CPU with AMX and much longer on one without native bf16. Each
+measurement times a few real steps (forward, backward and an AdamW update, or forward only for
+inference) of the plain PyTorch model at the run's architecture, batch, row length and precision,
+on random token ids, after one untimed warm-up step. Torch's random generators are left as they
+were, so a run that measures first trains exactly as one that does not.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+
+import torch
+from torch.nn import functional as F
+
+from tscratch.config import EncoderConfig
+from tscratch.masked_lm import TransformerForMaskedLM
+from tscratch.model import TransformerClassifier
+
+STEPS = 2
+"""Timed steps per measurement, after one warm-up step."""
+
+
+def _autocast(precision: str) -> torch.autocast | nullcontext:
+    if precision.startswith("bf16"):
+        return torch.autocast("cpu", torch.bfloat16)
+    return nullcontext()
+
+
+def step_seconds(
+    config: EncoderConfig,
+    batch_size: int,
+    length: int,
+    precision: str = "32-true",
+    *,
+    train: bool = True,
+    masked_lm: bool = False,
+    frozen_embeddings: bool = False,
+) -> float:
+    """Seconds one step of ``config`` takes on (``batch_size``, ``length``) rows of this CPU.
+
+    Per step, not per token: on short rows a step's fixed costs (the optimizer's update of every
+    weight, the head, Python) outweigh its tokens, and a plan counts steps.
+
+    Args:
+        precision: the run's Lightning precision (bf16-mixed runs under bf16 autocast).
+        train: a training step (forward, backward, AdamW); False: forward only, no gradients.
+        masked_lm: the masked-LM model (15% of the positions predicted) instead of a classifier.
+        frozen_embeddings: the token table gets no gradient (e5's teacher stage).
+    """
+    length = max(2, length)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        if masked_lm:
+            model = TransformerForMaskedLM(config)
+        else:
+            model = TransformerClassifier(config, num_classes=2, pooling="mean")
+        if frozen_embeddings:
+            model.encoder.tok_emb.weight.requires_grad_(False)
+        ids = torch.randint(5, config.vocab_size, (batch_size, length))
+        mask = torch.ones(batch_size, length, dtype=torch.bool)
+        masked = torch.rand(batch_size, length) < 0.15
+        labels = torch.randint(0, 2, (batch_size,))
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=1e-4) if train else None
+        model.train(train)
+        elapsed = 0.0
+        for step in range(STEPS + 1):
+            start = time.perf_counter()
+            _step(model, optimizer, ids, mask, masked if masked_lm else None, labels, precision)
+            if step:  # the first step builds kernels and caches: not timed
+                elapsed += time.perf_counter() - start
+    return elapsed / STEPS
+
+
+def _step(model, optimizer, ids, mask, masked, labels, precision) -> None:
+    if optimizer is None:
+        with torch.inference_mode(), _autocast(precision):
+            model(ids, mask) if masked is None else model(ids, mask, masked)
+        return
+    with _autocast(precision):
+        if masked is None:
+            loss = F.cross_entropy(model(ids, mask).logits.float(), labels)
+        else:
+            logits = model(ids, mask, masked).float()  # (N, V)
+            loss = F.cross_entropy(logits, ids[masked])
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def clock(seconds: float) -> str:
+    """A duration as a plan shows it: `45 s`, `12 min`, `2 h 05 min`."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"

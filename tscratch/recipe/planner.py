@@ -1,0 +1,274 @@
+"""`make_plan`: one profile of the training split in, one frozen `Plan` out.
+
+Everything `tscratch fit` decides from the data is decided here, once, before any work: the recipe
+(`tscratch.recipe.rule`), its stages and their budgets (`tscratch.recipe.commands`), the `auto`
+settings (`tscratch.recipe.settings`), the class weights, what distillation changes (copies per
+text, batch, passes) and the time each part will take (`tscratch.recipe.estimate`). The command
+line's own values always win: an option the user gave (`given`) is never chosen for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Collection, Sequence
+
+import torch
+from jsonargparse import Namespace
+
+from tscratch.config import EncoderConfig
+from tscratch.data.language import language
+from tscratch.data.sources import LabeledSplits, column
+from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
+from tscratch.data.tokenizer import load_tokenizer
+from tscratch.errors import UserError
+from tscratch.nn.positions import position_length_limit
+from tscratch.recipe import commands, settings
+from tscratch.recipe.plan import Plan
+from tscratch.recipe.rule import Decision, choose
+from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts
+from tscratch.recipe.stages import TEACHERS, plan_stages
+from tscratch.training.losses import inverse_frequency
+
+log = logging.getLogger("tscratch")
+
+AUTO_OPTIONS = (
+    "data.max_length",
+    "data.vocab_size",
+    "model.token_dropout",
+    "model.bigram_buckets",
+    "model.class_weights",
+    "trainer.max_epochs",
+)
+"""Options chosen from the data when set to `auto` (`trainer.max_epochs` when neither it nor
+`max_steps` is set)."""
+DISTIL_BATCH = 64
+"""The student's batch unless the command gives one: its transfer set holds many rows per
+training text, and on short texts a step of 32 rows is mostly fixed per-step cost."""
+TEACHER_VOCABULARY = 50_000
+"""Largest teacher vocabulary the distilled student reads as its own (`tscratch.cli.fit_stages`):
+BERT-sized ones; multilingual-e5's 250,002 would make the student's table larger than the whole
+teacher's encoder, so an e5 student trains its own tokenizer."""
+MAX_READINGS = 120
+"""Most times the distilled student reads a text, counting its copies: `round(120 / (1 +
+copies))` passes (6 with 20 copies); students read longer peaked early on validation and then
+fell (docs/results.md)."""
+
+
+def make_plan(config: Namespace, given: Collection[str] = ()) -> Plan:
+    """The plan for ``config`` (parsed, `--model.init_from`'s architecture already adopted).
+
+    Args:
+        given: the options the command line or a `--config` file set ("group.name"): the plan
+            never changes those.
+    """
+    data, model = config.data, config.model
+    splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
+    profile = training_profile(splits, data.get("text_pair_column") is not None)
+    lang = language(column(splits.train, "text"))
+    decision, teacher_init = decide(config, profile, lang)
+    distilling = decision.recipe == "distil" or model.get("teacher") is not None
+    chosen: list[Choice] = []
+    notes: list[str] = []
+    if decision.recipe == "pretrain" and "model.position" not in given:
+        chosen.append(Choice("model.position", commands.STAGE_POSITION, POSITION_REASON))
+    own_vocabulary = decision.recipe == "distil" and reads_teacher_vocabulary(config, teacher_init)
+    view = config.clone()
+    teacher_size = TEACHERS.get(teacher_init, {}).get("vocab_size") if own_vocabulary else None
+    chosen += auto_settings(view, splits, profile, chosen, distilling, teacher_size)
+    if distilling:
+        chosen += distil_settings(view, profile, decision.recipe, given, chosen)
+    for choice in chosen:
+        group, name = choice.option.split(".")
+        view[group][name] = choice.value
+    stages, measured = plan_stages(view, splits, profile, decision.recipe, lang, teacher_init)
+    if decision.recipe == "pretrain":
+        notes.append("the model starts from the stage's encoder and tokenizer (--model.init_from)")
+    elif decision.recipe == "distil":
+        notes.append("the student learns the teacher stage's logits (--model.teacher)")
+        if own_vocabulary:
+            notes.append(
+                f"the student reads the teacher's vocabulary, its vectors from {teacher_init}'s "
+                f"view of each entry, kept fixed (pass --data.tokenizer to choose another)"
+            )
+    machine = f"{view.trainer.precision}, {torch.get_num_threads()} threads"
+    return Plan(
+        decision.recipe, decision.reason, profile, lang, tuple(stages), tuple(chosen),
+        tuple(notes), machine, measured,
+    )  # fmt: skip
+
+
+POSITION_REASON = (
+    "the stage's and the model's scheme (the command names none): a bias by distance, no table "
+    "to outgrow when fine-tuning reads rows longer than the stage's"
+)
+
+
+def decide(config: Namespace, profile: DataProfile, lang: str) -> tuple[Decision, str]:
+    """The recipe (`rule.choose`) and the teacher start."""
+    asked = config.get("recipe") or "plain"
+    start, task_note = check_recipe_options(config)
+    teacher_init = config.get("teacher_init") or "minilm"
+    if asked == "plain":
+        return Decision("plain", "asked for with --recipe"), teacher_init
+    ready = commands.teacher_installed(teacher_init)
+    return choose(asked, lang, profile, ready, start, task_note), teacher_init
+
+
+def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:
+    """(the option that already names where the model starts, why the stages do not serve this
+    task), each None when there is none; a `UserError` when an asked recipe cannot run with
+    them. Reads only the config: fit calls it before anything else is read."""
+    model, data = config.model, config.data
+    start = next(
+        (
+            f"--model.{name} {model[name]}"
+            for name in ("init_from", "teacher", "embed_init")
+            if model.get(name)
+        ),
+        None,
+    )
+    task_note = None
+    if data.get("text_pair_column") is not None:
+        task_note = "text pairs: the stages serve single texts"
+    elif data.get("label_delimiter") is not None:
+        task_note = "multi-label data: the stages serve single-label texts"
+    asked = config.get("recipe") or "plain"
+    if asked not in ("auto", "plain") and (start or task_note):
+        raise UserError(
+            f"--recipe {asked} cannot be used with {start or task_note}; drop one of them"
+        )
+    return start, task_note
+
+
+def reads_teacher_vocabulary(config: Namespace, teacher_init: str) -> bool:
+    """Whether the distilled student will read the teacher's vocabulary (no tokenizer given, a
+    teacher vocabulary within `TEACHER_VOCABULARY`; a teacher folder is read when it has run)."""
+    if config.data.get("tokenizer") is not None:
+        return False
+    shape = TEACHERS.get(teacher_init)  # a folder: known once the stage has run
+    return shape is None or shape["vocab_size"] <= TEACHER_VOCABULARY
+
+
+def wanted_options(config: Namespace, options: Sequence[str] = AUTO_OPTIONS) -> list[str]:
+    """The ``options`` ("group.name") this run leaves to the data: those set to `auto`, and
+    `trainer.max_epochs` when neither it nor `max_steps` is set (Lightning would run 1000)."""
+    wanted = []
+    for option in options:
+        group, name = option.split(".")
+        if config[group].get(name) == AUTO:
+            wanted.append(option)
+        elif option == "trainer.max_epochs":
+            trainer = config.trainer
+            if trainer.get("max_epochs") is None and trainer.get("max_steps") in (None, -1):
+                wanted.append(option)
+    return wanted
+
+
+def auto_settings(
+    view: Namespace,
+    splits: LabeledSplits,
+    profile: DataProfile,
+    before: Sequence[Choice],
+    distilling: bool,
+    teacher_vocabulary: int | None = None,
+) -> list[Choice]:
+    """The `auto` options' values (`settings.choose`), the class weights, and the vocabulary's
+    size from a given tokenizer or the ``teacher_vocabulary`` the student will read; the epochs
+    are left to `distil_settings` when distilling."""
+    data = view.data
+    wanted = wanted_options(view)
+    chosen: list[Choice] = []
+    if "model.class_weights" in wanted:
+        wanted.remove("model.class_weights")
+        chosen.append(class_weights(splits))
+    if distilling and "trainer.max_epochs" in wanted:
+        wanted.remove("trainer.max_epochs")
+    if "data.vocab_size" in wanted and data.get("tokenizer") is not None:
+        wanted.remove("data.vocab_size")
+        size = load_tokenizer(data.tokenizer).get_vocab_size()
+        chosen.append(Choice("data.vocab_size", size, f"the size of {data.tokenizer}"))
+    elif "data.vocab_size" in wanted and teacher_vocabulary is not None:
+        wanted.remove("data.vocab_size")
+        why = "the teacher's vocabulary, which the student reads"
+        chosen.append(Choice("data.vocab_size", teacher_vocabulary, why))
+    for choice in before:  # the position scheme decides the length limit
+        group, name = choice.option.split(".")
+        view[group][name] = choice.value
+    asked = {k: v for k, v in view.model.as_dict().items() if v != AUTO}
+    encoder = EncoderConfig.from_flat(asked, vocab_size=2)
+    length = None if "data.max_length" in wanted else data.max_length
+    chosen += settings.choose(profile, wanted, position_length_limit(encoder), length)
+    return chosen
+
+
+def class_weights(splits: LabeledSplits) -> Choice:
+    """Inverse-frequency class weights of the training split, averaging 1."""
+    labels = column(splits.train, "labels")
+    if labels and isinstance(labels[0], list):  # multi-label: class weights do not apply
+        from tscratch.training.multilabel import check_multilabel_options  # torchmetrics: lazily
+
+        check_multilabel_options("auto", "cross_entropy")
+    counts = Counter(labels)
+    per_class = [counts.get(i, 0) for i in range(len(splits.label_names))]
+    weights = inverse_frequency(per_class, splits.label_names)
+    rows = ", ".join(
+        f"{name} ({n:,} rows)" for name, n in zip(splits.label_names, per_class, strict=True)
+    )
+    reason = f"inverse frequency of the training labels: {rows}"
+    return Choice("model.class_weights", [round(w, 6) for w in weights], reason)
+
+
+def distil_settings(
+    view: Namespace, profile: DataProfile, recipe: str, given: Collection[str],
+    before: Sequence[Choice],
+) -> list[Choice]:  # fmt: skip
+    """Copies per text (`commands.teacher_copies`), the student's batch and its passes."""
+    data, chosen = view.data, []
+    copies = data.get("augment_copies")
+    if copies is None:
+        copies = commands.teacher_copies(profile.rows)
+        reason = (
+            f"the teacher reads at most {commands.TEACHER_READINGS:,} texts: {profile.rows:,} "
+            f"training texts and {copies} augmented copies of each"
+        )
+        chosen.append(Choice("data.augment_copies", copies, reason))
+    if recipe == "distil" and "data.batch_size" not in given:
+        reason = "the transfer set holds many rows per training text: fewer, larger steps"
+        chosen.append(Choice("data.batch_size", DISTIL_BATCH, reason))
+    if wanted_options(view, ["trainer.max_epochs"]):
+        length = next((c.value for c in before if c.option == "data.max_length"), data.max_length)
+        chosen.append(distillation_epochs(profile, length, copies, data.get("augment_ngram", 0.25)))
+    return chosen
+
+
+def distillation_epochs(
+    profile: DataProfile, max_length: int | None, copies: int, ngram: float
+) -> Choice:
+    """`settings.TARGET_TOKENS` over the training split grown by its full-length copies, within
+    1 and `MAX_READINGS` readings of a text counting its copies."""
+    whole = round(copies * (1 - ngram))
+    per_epoch = profile.tokens_per_epoch(max_length) * (1 + whole)
+    high = max(1, round(MAX_READINGS / (1 + copies)))
+    value = min(high, max(1, round(settings.TARGET_TOKENS / per_epoch)))
+    reason = (
+        f"{value} passes over about {per_epoch:,} tokens (the texts and {whole} full-length "
+        f"copies of each; aim {settings.TARGET_TOKENS / 1e6:g}M tokens, 1-{high} passes, so a "
+        f"text and its copies are read at most ~{MAX_READINGS} times)"
+    )
+    return Choice("trainer.max_epochs", value, reason)
+
+
+def training_profile(splits: LabeledSplits, pairs: bool = False) -> DataProfile:
+    """The profile of the training split. With ``pairs``, a row is measured as the model reads
+    it, ``[CLS] a [SEP] b [SEP]``: both texts and three special tokens."""
+    texts, classes = column(splits.train, "text"), len(splits.label_names)
+    if not pairs:
+        return DataProfile.of(texts, classes)
+    log.info("text pairs: the plan measures each row as [CLS] text [SEP] text_pair [SEP]")
+    second = column(splits.train, "text_pair")
+    counts = []
+    for a, b in zip(texts, second, strict=True):  # each estimate counts one [CLS]: + 1
+        (tokens_a, chars_a), (tokens_b, chars_b) = estimate_counts(a), estimate_counts(b)
+        counts.append((tokens_a + tokens_b + 1, chars_a + chars_b))
+    return DataProfile.from_counts(counts, classes)
