@@ -14,14 +14,15 @@ from tests.cli.test_distill import _args, _write
 from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.cli import fit as fit_module
 from tscratch.cli import fit_quick
+from tscratch.cli.fit_options import parser_defaults
 from tscratch.recipe import planner
 
 
 def test_the_quick_options_are_the_parsers_defaults():
     written = json.loads(fit_quick.OPTIONS.read_text())
-    assert written == fit_module.parser_defaults(), (
+    assert written == parser_defaults(), (
         "fit's options changed: regenerate tscratch/configs/fit_options.json with "
-        '`python -c "from tscratch.cli.fit import write_options; write_options()"`'
+        '`python -c "from tscratch.cli.fit_options import write_options; write_options()"`'
     )
 
 
@@ -77,10 +78,22 @@ def test_the_quick_plan_is_the_full_parsers(monkeypatch, data, extra):
         ["--config", "no-such-config"],
         ["--data.dataset"],  # no value
         ["-h"],
+        ["--trainer.max_epochs", "auto"],  # the parser refuses it: let it say so
+        ["--data", "{dataset: x}"],  # a whole group
+        ["--trainer.max_epochs", "0"],  # out of range: one line
     ],
 )
 def test_what_the_quick_reading_does_not_take_goes_to_the_full_parser(args):
-    assert fit_quick.quick_plan(["--plan", *args]) is None
+    assert fit_quick.quick_plan(["--plan", *args]) in (None, 2)
+
+
+def test_a_string_option_keeps_its_text():
+    values, _ = fit_quick.read_args(["--data.tokenizer", "1", "--data.label_delimiter", "#"])
+    assert values["data"]["tokenizer"] == "1" and values["data"]["label_delimiter"] == "#"
+    values, _ = fit_quick.read_args(["--data.label_delimiter", " ", "--data.tokenizer", "null"])
+    assert values["data"]["label_delimiter"] == " " and values["data"]["tokenizer"] is None
+    values, _ = fit_quick.read_args(["--data.text_column", "auto"])
+    assert values["data"]["text_column"] == "auto"
 
 
 def test_a_config_file_and_flags_read_in_order(tmp_path):
@@ -106,4 +119,6 @@ def test_tscratch_fit_plan_does_not_import_lightning(data):
     env = {"TSCRATCH_CACHE": str(data["cache"]), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("plan: recipe plain (asked for with --recipe)\n  stage  what")
+    assert done.stdout.startswith(
+        "plan: recipe plain (no stage before the labels: --recipe plain)\n  stage  what"
+    )

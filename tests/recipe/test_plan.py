@@ -16,13 +16,16 @@ from jsonargparse import Namespace
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
 from tscratch.checkpoint_files import read_checkpoint
-from tscratch.cli.fit_plan import given_options, save_plan
+from tscratch.cli.fit_plan import save_plan
+from tscratch.cli.fit_quick import given_options
 from tscratch.config import EncoderConfig
+from tscratch.configs import CONFIGS
 from tscratch.nn.positions import POSITIONS, position_is_learned, position_scheme
 from tscratch.recipe import commands
 from tscratch.recipe.estimate import clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.settings import Choice, DataProfile
+from tscratch.recipe.stages import schedule
 
 
 def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
@@ -34,6 +37,10 @@ def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
         "model.position", "data.batch_size", "trainer.callbacks", "model.ffn"
     }  # fmt: skip
     assert given_options(["--config", str(tmp_path / "missing.yaml")]) == frozenset()
+    # default.yaml, named or not, holds defaults the plan may change (the quality suite names it)
+    default = str(CONFIGS / "default.yaml")
+    assert given_options(["--config", default]) == given_options([f"--config={default}"]) == set()
+    assert given_options(["--config", default, "--data.batch_size", "32"]) == {"data.batch_size"}
 
 
 @pytest.mark.parametrize(
@@ -44,17 +51,23 @@ def test_the_teacher_reads_at_most_a_fixed_number_of_texts(rows, copies):
     assert rows * (1 + copies) <= max(commands.TEACHER_READINGS, rows)
 
 
-def test_the_teachers_fine_tuning_is_capped_in_steps_on_large_data_only():
+def test_the_teachers_fine_tuning_is_cut_on_large_data_only():
     _config = Namespace(
         data=Namespace(dataset="x", seed=42), model=Namespace(), trainer=Namespace(),
         seed_everything=0,
     )  # fmt: skip
     small, large = DataProfile(4905, 6, 13, 26, 4905 * 13), DataProfile(67_000, 2, 13, 26, 871_000)
     assert commands.teacher_schedule(4905) == (16, 2, None)  # 614 steps: the config's passes
-    assert commands.teacher_schedule(67_000)[2] == commands.TEACHER_STEPS
-    assert "--trainer.max_steps" not in commands.teacher_command(_config, small, "minilm")
+    # Passes cut short, not a step cap: each pass still ends in a validation and a checkpoint.
+    assert commands.teacher_schedule(67_000) == (16, 2, commands.TEACHER_STEPS // 2)
+    assert "--trainer.limit_train_batches" not in commands.teacher_command(_config, small, "minilm")
     capped = commands.teacher_command(_config, large, "minilm")
-    assert capped[capped.index("--trainer.max_steps") + 1] == str(commands.TEACHER_STEPS)
+    assert capped[capped.index("--trainer.limit_train_batches") + 1] == "500"
+    assert "--trainer.max_steps" not in capped
+    _config.trainer.limit_train_batches = 3  # a smoke run's own limit is kept
+    smoke = commands.teacher_command(_config, large, "minilm")
+    assert smoke.count("--trainer.limit_train_batches") == 1
+    assert smoke[smoke.index("--trainer.limit_train_batches") + 1] == "3"
 
 
 def test_a_position_scheme_says_whether_it_learns():
@@ -74,6 +87,21 @@ def test_a_measured_step_leaves_the_random_generators_as_they_were():
     assert step_seconds(config, 4, 8) > 0 and step_seconds(config, 4, 8, train=False) > 0
     assert step_seconds(config, 4, 8, masked_lm=True) > 0
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_measured_step_takes_the_parsers_numeric_precisions():
+    config = EncoderConfig(vocab_size=50, d_model=16, num_heads=2, d_ff=32, num_layers=1)
+    assert step_seconds(config, 2, 4, 32) > 0 and step_seconds(config, 2, 4, "bf16-mixed") > 0
+
+
+@pytest.mark.parametrize(
+    ("epochs", "max_steps", "expected"),
+    [(3, -1, (3, 30)), (3, 25, (3, 25)), (None, 25, (3, 25)), (-1, 25, (3, 25)),
+     (None, -1, (1000, 10_000)), (3, None, (3, 30))],
+)  # fmt: skip
+def test_passes_and_steps_follow_whichever_limit_ends_the_run(epochs, max_steps, expected):
+    trainer = Namespace(max_epochs=epochs, max_steps=max_steps)
+    assert schedule(10, trainer) == expected
 
 
 def test_clock_reads_as_a_person_would_say_it():
@@ -107,9 +135,6 @@ def test_the_plan_renders_applies_and_saves_what_it_holds(tmp_path):
     config = Namespace(data=Namespace(max_length="auto"), model=Namespace(class_weights="auto"))
     plan.apply(config)
     assert config.data.max_length == 64 and config.model.class_weights == [0.5, 1.5]
-    assert plan.setting("data.max_length") == 64
-    with pytest.raises(KeyError):
-        plan.setting("data.vocab_size")
     saved = yaml.safe_load(save_plan(plan, tmp_path, {"pretrain": 150.0}).read_text())
     assert saved["stages"][0]["command"] == ["tscratch", "pretrain", "--x"]
     assert saved["stages"][1]["estimated_seconds"] == 60.0 and saved["took_seconds"] == {
@@ -137,6 +162,18 @@ def test_plan_prints_the_plan_and_trains_nothing(data):
     assert re.search(r"  fine-tune\s+on the labels\s+\d+ passes over 150 texts", log)
     assert re.search(r"  model.position\s+alibi\s+the stage's and the model's scheme", log)
     assert not root.exists()  # no run folder, no stage folder
+
+
+def test_a_refusal_the_main_run_would_make_comes_before_the_stage(data, capsys):
+    root = data["base"] / "tokenizer"
+    args = _args(data["data"], root, "--recipe", "pretrain", "--data.tokenizer", "bert.json")
+    code, _ = fit_in_process(args, data["cache"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and errors == [
+        "error: --recipe pretrain trains a tokenizer in its stage; drop --data.tokenizer "
+        "bert.json or pass --recipe plain"
+    ]
+    assert not (root / "lightning_logs" / "stages").exists()
 
 
 def _long_texts(folder: Path, source: Path) -> Path:

@@ -41,7 +41,6 @@ short summary. What it adds to Lightning's defaults, and why:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
@@ -55,8 +54,8 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
 from tscratch.cli.fit_pairs import settle_token_types
-from tscratch.cli.fit_plan import PlanFile, PlanShown, given_options, save_plan
-from tscratch.cli.fit_quick import NOT_DATA, OPTIONS
+from tscratch.cli.fit_plan import PlanFile, PlanShown, save_plan
+from tscratch.cli.fit_quick import given_options
 from tscratch.cli.fit_report import baseline_bar, log_final_metrics, summary
 from tscratch.cli.fit_resume import RUNS, resolve_ckpt_path
 from tscratch.cli.fit_stages import run_stages
@@ -251,12 +250,6 @@ class TScratchCLI(LightningCLI):
             )
         if embed_init is not None and self.resume_state is None:  # one line if it cannot be read
             self.embed_source = resolve_init_source(embed_init, "--model.embed_init")
-        if config.trainer.precision is None:  # before the plan: its estimates run at it
-            config.trainer.precision = default_precision(config.trainer.get("accelerator"))
-            log.info(
-                "precision: %s (chosen for this machine; override with --trainer.precision)",
-                config.trainer.precision,
-            )
         if self.plans:
             check_recipe_options(config)  # before a named start is read
         if config.model.get("init_from") is not None:  # the plan reads its architecture
@@ -268,12 +261,29 @@ class TScratchCLI(LightningCLI):
             if config.get("plan"):
                 raise PlanShown
             self.plan.apply(config)
+            self.recipe = self.plan.recipe
+            self._check_before_stages(config)
             resuming = resuming or self.resume_state is not None
             self.took = run_stages(self.plan, config, resuming)  # init_from or teacher
             check_teacher_options(config)
-            self.recipe = self.plan.recipe
             if self.plan.recipe == "pretrain":  # the stage's architecture is the one asked for
                 self.pretrained = self._adopt_init_source(config)
+        if config.trainer.precision is None:
+            config.trainer.precision = default_precision(config.trainer.get("accelerator"))
+            log.info(
+                "precision: %s (chosen for this machine; override with --trainer.precision)",
+                config.trainer.precision,
+            )
+
+    def _check_before_stages(self, config: Namespace) -> None:
+        """Refuse, before a stage runs, what the main run would refuse after it."""
+        if self.recipe == "pretrain" and config.data.get("tokenizer") is not None:
+            raise UserError(
+                f"--recipe pretrain trains a tokenizer in its stage; drop --data.tokenizer "
+                f"{config.data.tokenizer} or pass --recipe plain"
+            )
+        if self.recipe != "distil":  # no stage will name a teacher
+            check_teacher_options(config)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         self.given = given_options([str(a) for a in args or []])
@@ -354,30 +364,3 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         log.info("%s; continue the run: %s", stop, resume_command())
         return stop.code
     return 0
-
-
-def parser_defaults() -> dict[str, Any]:
-    """fit's parser defaults, nested by group, without default.yaml; values that are not plain
-    data are `NOT_DATA` (what `tscratch fit --plan` reads without building this CLI)."""
-
-    class Captured(Exception):
-        pass
-
-    class Capture(TScratchCLI):
-        def before_instantiate_classes(self) -> None:
-            raise Captured(self.parser.get_defaults().as_dict())
-
-    try:  # a named config: no default.yaml under the parser's defaults
-        build_cli(Capture, ClassificationTask, TextClassificationData, ["--config", "tiny"],
-                  default="default", trainer_defaults=trainer_defaults())  # fmt: skip
-    except Captured as captured:
-        defaults = captured.args[0]
-    defaults.pop("config", None)
-    return json.loads(json.dumps(defaults, default=lambda value: NOT_DATA))
-
-
-def write_options(path: Path = OPTIONS) -> None:
-    """Write `parser_defaults` to ``path`` (after changing fit's options: `python -c "from
-    tscratch.cli.fit import write_options; write_options()"`)."""
-    text = json.dumps(parser_defaults(), indent=1, sort_keys=True)
-    path.write_text(text + "\n", encoding="utf-8")

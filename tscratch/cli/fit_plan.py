@@ -1,10 +1,11 @@
-"""tscratch fit's plan on the command line: the options the command itself gave (the plan never
-chooses those), `--plan` (print the plan and stop), `plan.yaml` beside the run's `config.yaml`,
-and each part's estimated time beside the time it took."""
+"""tscratch fit's plan on the command line: `--plan` (print the plan and stop) and `plan.yaml`
+beside the run's `config.yaml` (with the time each part took, once it has run). The options
+the command itself gave, which the plan never chooses, are read by
+`tscratch.cli.fit_quick.given_options`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import lightning as L
@@ -16,41 +17,6 @@ from tscratch.recipe.plan import PLAN_FILE, Plan
 
 class PlanShown(Exception):
     """`--plan`: the plan is printed, nothing else is to run."""
-
-
-def given_options(args: Sequence[str]) -> frozenset[str]:
-    """The options ("group.name") that ``args`` set: as flags, or in a `--config` file."""
-    given: set[str] = set()
-    i = 0
-    while i < len(args):
-        arg = str(args[i])
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            given |= config_keys(str(args[i + 1]))
-            i += 2
-            continue
-        if arg.startswith("--config="):
-            given |= config_keys(arg.removeprefix("--config="))
-        elif arg.startswith("--") and "." in arg.split("=", 1)[0]:
-            given.add(arg[2:].split("=", 1)[0].removesuffix("+"))
-        i += 1
-    return frozenset(given)
-
-
-def config_keys(path: str) -> set[str]:
-    """The "group.name" keys a config file sets (none when it cannot be read: the parser says
-    why)."""
-    try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return set()
-    if not isinstance(loaded, dict):
-        return set()
-    return {
-        f"{group}.{name}"
-        for group, values in loaded.items()
-        if isinstance(values, dict)
-        for name in values
-    }
 
 
 def save_plan(plan: Plan, folder: str | Path, took: Mapping[str, float] | None = None) -> Path:

@@ -3,9 +3,9 @@
 Building fit's LightningCLI costs more than its imports (about 5 s on a 2-core CPU) before any
 data is read. The plan needs none of it: it reads a few options and the data. So `tscratch fit
 --plan` first tries a quick reading of the command line: the parser's defaults (`OPTIONS`, a
-file derived from the parser itself by `tscratch.cli.fit.write_options` and checked against it
-by the tests),
-then the config files, then each `--group.name value` flag read as YAML, in order. Anything this
+file derived from the parser itself by `tscratch.cli.fit_options.write_options` and checked
+against it by the tests), then the config files, then each `--group.name value` flag as the
+parser reads it (text options as typed, others as YAML), in order. Anything this
 reading does not understand (an option it does not know, a value of another type than the
 default's, a start named by `--model.init_from`, `-h`) hands the command to the full parser,
 which then says what is wrong or makes the same plan the slow way. There is one source of truth
@@ -27,11 +27,49 @@ from tscratch.errors import UserError, report
 from tscratch.recipe.planner import AUTO_OPTIONS
 from tscratch.recipe.settings import AUTO
 
+TAKES_AUTO = frozenset(AUTO_OPTIONS) - {"trainer.max_epochs"}
+"""The options whose parser takes `auto` (the epochs are left to the data by leaving them out)."""
+
 log = logging.getLogger("tscratch")
 OPTIONS = CONFIGS / "fit_options.json"
-"""fit's parser defaults by option, without any config file (`tscratch.cli.fit.write_options`
-writes it); a default that is not plain data is written as `NOT_DATA`."""
+"""fit's parser defaults by option, without any config file (written by
+`tscratch.cli.fit_options.write_options`); a default that is not plain data is `NOT_DATA`."""
 NOT_DATA = "<object>"
+TEXT_OPTIONS = "text options"
+"""The key of `OPTIONS` listing the options typed as text (`str`, a path, or None)."""
+
+
+def given_options(args: list[str]) -> frozenset[str]:
+    """The options ("group.name") that ``args`` set, as flags or in a `--config` file; the
+    packaged default.yaml, which fit reads when no config is named, sets none: its values are
+    the defaults the plan may change."""
+    given: set[str] = set()
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in ("--config", "-c") and (eq or i + 1 < len(args)):
+            path = value if eq else args[i + 1]
+            if Path(path).resolve() != (CONFIGS / "default.yaml").resolve():
+                given |= config_keys(path)
+        elif arg.startswith("--") and "." in name:
+            given.add(name[2:].removesuffix("+"))
+    return frozenset(given)
+
+
+def config_keys(path: str) -> set[str]:
+    """The "group.name" keys a config file sets (none when it cannot be read: the parser says
+    why)."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return set()
+    if not isinstance(loaded, dict):
+        return set()
+    return {
+        f"{group}.{name}"
+        for group, values in loaded.items()
+        if isinstance(values, dict)
+        for name in values
+    }
 
 
 class NotQuick(Exception):
@@ -45,10 +83,10 @@ def read_args(args: list[str]) -> tuple[dict[str, Any], frozenset[str]]:
         config = json.loads(OPTIONS.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise NotQuick(str(OPTIONS)) from error
+    texts = frozenset(config.pop(TEXT_OPTIONS, ()))
     named = any(a in ("--config", "-c") or a.startswith("--config=") for a in args)
     if not named:
         merge(config, load_yaml(str(CONFIGS / "default.yaml")))
-    given: set[str] = set()
     i = 0
     while i < len(args):
         arg = args[i]
@@ -62,16 +100,24 @@ def read_args(args: list[str]) -> tuple[dict[str, Any], frozenset[str]]:
             value, i = args[i + 1], i + 1
         i += 1
         if key in ("--config", "-c"):
-            loaded = load_yaml(packaged_config(value))
-            merge(config, loaded)
-            given |= {f"{g}.{n}" for g, v in loaded.items() if isinstance(v, dict) for n in v}
+            merge(config, load_yaml(packaged_config(value)))
             continue
-        given.add(set_option(config, key, value))
-    return config, frozenset(given)
+        set_option(config, key, value, texts)
+    resolved = [
+        packaged_config(a) if i and args[i - 1] in ("--config", "-c") else a
+        for i, a in enumerate(args)
+    ]
+    return config, given_options(resolved)
 
 
-def set_option(config: dict[str, Any], flag: str, text: str) -> str:
-    """Write ``flag``'s value into ``config``; its "group.name"."""
+def set_option(config: dict[str, Any], flag: str, text: str, texts: frozenset[str]) -> None:
+    """Write ``flag``'s value into ``config`` as the parser would read it, or `NotQuick`.
+
+    An option typed as text (in ``texts``) or with a string default keeps the text as it is
+    (`null` is None); others read it as YAML and must find a value of the default's kind (`auto`
+    only where the parser takes it); a default of None takes any value YAML reads, but not a
+    text YAML turns into nothing (`'#'`, `' '`).
+    """
     if not flag.startswith("--"):
         raise NotQuick(flag)
     *groups, name = flag[2:].split(".")
@@ -80,15 +126,28 @@ def set_option(config: dict[str, Any], flag: str, text: str) -> str:
         target = target.get(group)
         if not isinstance(target, dict):
             raise NotQuick(flag)
-    if name not in target or target[name] == NOT_DATA:
+    default = target.get(name, NOT_DATA)
+    if default == NOT_DATA or isinstance(default, dict):  # unknown, an object or a whole group
         raise NotQuick(flag)
-    value = yaml.safe_load(text)
-    default = target[name]
-    auto = value == AUTO and flag[2:] in AUTO_OPTIONS  # what the plan chooses
-    if value is not None and default is not None and not auto and not same_kind(value, default):
+    if flag[2:] in texts or isinstance(default, str):
+        target[name] = None if text in ("null", "None") and default is None else text
+        return
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise NotQuick(flag) from error
+    if value == AUTO and flag[2:] not in TAKES_AUTO:
+        raise NotQuick(flag)
+    if value is None and text.strip() not in ("null", "None", "~"):
+        raise NotQuick(flag)
+    if (
+        value is not None
+        and default is not None
+        and value != AUTO
+        and not same_kind(value, default)
+    ):
         raise NotQuick(flag)
     target[name] = value
-    return flag[2:]
 
 
 def same_kind(value: Any, default: Any) -> bool:
@@ -131,16 +190,15 @@ def quick_plan(args: list[str]) -> int | None:
         return None
     from jsonargparse import Namespace
 
+    from tscratch.cli.checks import check_trainer_ranges
     from tscratch.cli.fit_pairs import settle_token_types
     from tscratch.recipe.planner import check_recipe_options, make_plan
-    from tscratch.training.precision import default_precision
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     groups = {k: Namespace(**v) if isinstance(v, dict) else v for k, v in values.items()}
     config = Namespace(**groups)  # groups only: a dict inside a group (data_files) stays one
     try:
-        if config.trainer.precision is None:
-            config.trainer.precision = default_precision(config.trainer.get("accelerator"))
+        check_trainer_ranges(config.trainer)
         check_recipe_options(config)
         settle_token_types(config)
         log.info(make_plan(config, given).render())

@@ -36,11 +36,10 @@ from tscratch.data.tokenizer import fingerprint
 logger = logging.getLogger(__name__)
 
 DEFAULT_COPIES = 20
-"""Copies per training text when a teacher is given, the `distil` recipe's included (Tang et
-al.'s n_iter; PaddleNLP's too). On BBC headlines (three seeds) 20 copies read twice beat 10
-copies read four times by 1.4 points of validation accuracy at about the same student cost;
-the teacher's pass over them doubles, but on short texts it is the cheap part
-(docs/results.md)."""
+"""Most copies per training text when a teacher is given (Tang et al.'s n_iter; PaddleNLP's
+too): the data module's default, and tscratch fit's plan on small data (it gives fewer as the
+data grows: `tscratch.recipe.commands.teacher_copies`). Twenty copies read fewer times beat
+ten read more often on validation at about the same student cost (docs/results.md)."""
 LOGITS_FORMAT = "teacher-logits-v2"
 """Part of the cache key: bump it when what the cache file holds changes."""
 

@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 from jsonargparse import Namespace
@@ -40,6 +41,8 @@ STAGE_POSITION = "alibi"
 """The position scheme the plan gives a `pretrain` run whose command names none: a bias by
 distance, with no table to outgrow when fine-tuning reads rows longer than the stage's
 `PRETRAIN_LENGTH`. A scheme the command names is the stage's too."""
+PRETRAIN_CONFIG = "pretrain"
+"""The packaged config the pretraining stage trains with (its batch size and schedule)."""
 TEACHER_CONFIG = "minilm"
 """The packaged config the teacher stage fine-tunes with (its batch size and epochs)."""
 TEACHER_LENGTH = 128
@@ -57,11 +60,13 @@ stage commands without them stay as they were and their folders are found again)
 TEACHER_READINGS = 120_000
 """Most texts the teacher reads to make the student's transfer set, the training texts and their
 augmented copies together: copies per text fall as the data grows (`teacher_copies`), down to
-none, so the teacher's pass stops growing with the data once the training split alone holds
-this many texts."""
+none from half this many training texts; from there on the teacher reads each training text
+once, so its pass grows with the data no faster than the data itself."""
 TEACHER_STEPS = 1_000
-"""Most optimizer steps of the teacher's fine-tuning: its config's epochs, or fewer passes over a
-large training split (a pretrained encoder learns a labelling from a few thousand examples)."""
+"""Most optimizer steps of the teacher's fine-tuning: its config's passes, each cut to an even
+share of these steps on a large training split (a pretrained encoder learns a labelling from
+a few thousand examples). Cut passes rather than a step cap, so that each pass still ends in a
+validation and the stage keeps its best checkpoint."""
 
 
 def teacher_installed(teacher_init: str) -> bool:
@@ -162,13 +167,18 @@ def teacher_copies(rows: int) -> int:
     return max(0, min(DEFAULT_COPIES, TEACHER_READINGS // max(1, rows) - 1))
 
 
+def packaged_values(name: str) -> dict[str, Any]:
+    """The values of the packaged config ``name`` (`tscratch/configs/NAME.yaml`)."""
+    return yaml.safe_load(Path(packaged_config(name)).read_text(encoding="utf-8"))
+
+
 def teacher_schedule(rows: int) -> tuple[int, int, int | None]:
-    """(batch size, epochs, step cap or None) of the teacher stage on ``rows`` training texts:
-    the teacher config's batch and epochs, capped at `TEACHER_STEPS` steps."""
-    packaged = yaml.safe_load(Path(packaged_config(TEACHER_CONFIG)).read_text())
+    """(batch size, passes, batches per pass or None for whole passes) of the teacher stage on
+    ``rows`` training texts: the teacher config's batch and passes, `TEACHER_STEPS` in all."""
+    packaged = packaged_values(TEACHER_CONFIG)
     batch, epochs = packaged["data"]["batch_size"], packaged["trainer"]["max_epochs"]
-    steps = math.ceil(rows / batch) * epochs
-    return batch, epochs, (TEACHER_STEPS if steps > TEACHER_STEPS else None)
+    per_pass = TEACHER_STEPS // epochs
+    return batch, epochs, (per_pass if math.ceil(rows / batch) > per_pass else None)
 
 
 def pretrain_command(
@@ -182,7 +192,7 @@ def pretrain_command(
         vocab = rules.vocab_size(profile).value
     length = min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
     epochs = stage_epochs(config, profile)
-    flags = ["--config", "pretrain", *data_flags(data, SHARED_DATA)]
+    flags = ["--config", PRETRAIN_CONFIG, *data_flags(data, SHARED_DATA)]
     flags += ["--data.vocab_size", str(vocab), "--data.max_length", str(length)]
     flags += ["--data.tokenizer_model", data.get("tokenizer_model") or "wordpiece"]
     for name in ARCHITECTURE:
@@ -214,7 +224,8 @@ def teacher_command(config: Namespace, profile: rules.DataProfile, teacher_init:
         flags += ["--model.freeze_embeddings", "true"]
     flags += [*data_flags(config.data, SHARED_DATA), "--data.max_length", str(length)]
     flags += ["--baseline", "false", "--recipe", "plain"]
-    _, _, cap = teacher_schedule(profile.rows)
-    if cap is not None:  # only on large splits, so the small ones keep their stage folders
-        flags += ["--trainer.max_steps", str(cap)]
+    _, _, per_pass = teacher_schedule(profile.rows)
+    limit = config.trainer.get("limit_train_batches")
+    if per_pass is not None and limit is None:  # large splits only: small ones keep their folders
+        flags += ["--trainer.limit_train_batches", str(per_pass)]
     return ["fit", *flags, *trainer_flags(config)]

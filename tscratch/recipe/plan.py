@@ -62,13 +62,6 @@ class Plan:
     def seconds(self) -> float:
         return sum(stage.seconds for stage in self.stages)
 
-    def setting(self, option: str) -> Any:
-        """The value the plan gives ``option`` ("group.name"); KeyError when it gives none."""
-        for choice in self.settings:
-            if choice.option == option:
-                return choice.value
-        raise KeyError(option)
-
     def render(self) -> str:
         """The table fit prints before any work."""
         lines = [f"plan: recipe {self.recipe} ({self.reason})"]
@@ -116,9 +109,7 @@ class Plan:
 
     def apply(self, config: Any) -> None:
         """Write the plan's settings into ``config`` (a parsed namespace), in order."""
-        for choice in self.settings:
-            group, name = choice.option.split(".")
-            config[group][name] = choice.value
+        write_settings(self.settings, config)
 
     def compare(self, took: Mapping[str, float]) -> str:
         """Each stage's estimate beside what it took (``took``: seconds by stage name; stages
@@ -133,6 +124,13 @@ class Plan:
                 f"  {stage.name:<10} {clock(stage.seconds):>8} / {clock(seconds):<8} ({ratio:.2f}x)"
             )
         return "\n".join(lines)
+
+
+def write_settings(choices: Sequence[Choice], config: Any) -> None:
+    """Write each choice's value into ``config`` (a parsed namespace) at its option."""
+    for choice in choices:
+        group, name = choice.option.split(".")
+        config[group][name] = choice.value
 
 
 def shown(value: Any) -> str:

@@ -24,11 +24,12 @@ from tscratch.data.tokenizer import load_tokenizer
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands, settings
-from tscratch.recipe.plan import Plan
+from tscratch.recipe.plan import Plan, write_settings
 from tscratch.recipe.rule import Decision, choose
 from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts
-from tscratch.recipe.stages import TEACHERS, plan_stages
+from tscratch.recipe.stages import TEACHERS, Sizing, plan_stages
 from tscratch.training.losses import inverse_frequency
+from tscratch.training.precision import default_precision
 
 log = logging.getLogger("tscratch")
 
@@ -78,10 +79,11 @@ def make_plan(config: Namespace, given: Collection[str] = ()) -> Plan:
     chosen += auto_settings(view, splits, profile, chosen, distilling, teacher_size)
     if distilling:
         chosen += distil_settings(view, profile, decision.recipe, given, chosen)
-    for choice in chosen:
-        group, name = choice.option.split(".")
-        view[group][name] = choice.value
-    stages, measured = plan_stages(view, splits, profile, decision.recipe, lang, teacher_init)
+    write_settings(chosen, view)
+    trainer = config.trainer
+    precision = trainer.get("precision") or default_precision(trainer.get("accelerator"))
+    sizing = Sizing(view, splits, profile, precision)
+    stages = plan_stages(sizing, decision.recipe, lang, teacher_init, frozen=own_vocabulary)
     if decision.recipe == "pretrain":
         notes.append("the model starts from the stage's encoder and tokenizer (--model.init_from)")
     elif decision.recipe == "distil":
@@ -91,10 +93,12 @@ def make_plan(config: Namespace, given: Collection[str] = ()) -> Plan:
                 f"the student reads the teacher's vocabulary, its vectors from {teacher_init}'s "
                 f"view of each entry, kept fixed (pass --data.tokenizer to choose another)"
             )
-    machine = f"{view.trainer.precision}, {torch.get_num_threads()} threads"
+    machine = f"{precision}, {torch.get_num_threads()} threads"
+    if torch.cuda.is_available() and trainer.get("accelerator") != "cpu":
+        machine += "; steps measured on the CPU, the run trains on the GPU"
     return Plan(
         decision.recipe, decision.reason, profile, lang, tuple(stages), tuple(chosen),
-        tuple(notes), machine, measured,
+        tuple(notes), machine, sizing.measured,
     )  # fmt: skip
 
 
@@ -110,7 +114,7 @@ def decide(config: Namespace, profile: DataProfile, lang: str) -> tuple[Decision
     start, task_note = check_recipe_options(config)
     teacher_init = config.get("teacher_init") or "minilm"
     if asked == "plain":
-        return Decision("plain", "asked for with --recipe"), teacher_init
+        return Decision("plain", "no stage before the labels: --recipe plain"), teacher_init
     ready = commands.teacher_installed(teacher_init)
     return choose(asked, lang, profile, ready, start, task_note), teacher_init
 
@@ -192,9 +196,7 @@ def auto_settings(
         wanted.remove("data.vocab_size")
         why = "the teacher's vocabulary, which the student reads"
         chosen.append(Choice("data.vocab_size", teacher_vocabulary, why))
-    for choice in before:  # the position scheme decides the length limit
-        group, name = choice.option.split(".")
-        view[group][name] = choice.value
+    write_settings(before, view)  # the position scheme decides the length limit
     asked = {k: v for k, v in view.model.as_dict().items() if v != AUTO}
     encoder = EncoderConfig.from_flat(asked, vocab_size=2)
     length = None if "data.max_length" in wanted else data.max_length

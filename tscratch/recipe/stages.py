@@ -1,22 +1,21 @@
 """The plan's stages: for each part of a run, its command, budget, steps and estimated time.
 
 Steps follow from the budget and the batch (a smoke run's `limit_*_batches` included); a step's
-seconds are measured on this machine at the part's own architecture, batch and mean row length
-(`tscratch.recipe.estimate`); validation and test batches are forward passes. `SETUP_SECONDS`
-per command covers what is not a step.
+seconds are measured on this machine's CPU at the part's own architecture, batch and mean row
+length (`tscratch.recipe.estimate`); validation and test batches are forward passes.
+`SETUP_SECONDS` per command covers what is not a step.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonargparse import Namespace
 
 from tscratch.config import EncoderConfig
-from tscratch.configs import packaged_config
 from tscratch.data.sources import LabeledSplits
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
@@ -32,40 +31,57 @@ TEACHERS = {
     "minilm": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 6, "vocab_size": 30522},
     "e5": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 12, "vocab_size": 250002},
 }  # fmt: skip
-"""Shapes of the packaged teachers, for their time estimates (a teacher folder is estimated as
-MiniLM)."""
+"""Shapes of the packaged teachers, for their time estimates; any other teacher (a folder, a
+checkpoint) is estimated as MiniLM-sized."""
 INFER_BATCH = 32
 """Rows per forward pass of the teacher's logits (`tscratch.cli.fit_teacher.TeacherModel`)."""
 
 
+@dataclass
+class Sizing:
+    """What every part's estimate reads: the config with the plan's settings written in, the
+    splits and their profile, the precision measured at, and the measurements so far."""
+
+    view: Namespace
+    splits: LabeledSplits
+    profile: DataProfile
+    precision: str
+    measured: dict[str, float] = field(default_factory=dict)
+
+    def limit(self, split: str, batches: int) -> int:
+        """Batches per pass of ``split`` under Lightning's `limit_*_batches`."""
+        limit = self.view.trainer.get(f"limit_{split}_batches")
+        if limit is None:
+            return batches
+        if isinstance(limit, float) and limit <= 1.0:
+            return max(1, int(batches * limit)) if limit > 0 else 0
+        return min(batches, int(limit))
+
+    def time(self, key: str, config: EncoderConfig, batch: int, length: int, **kw: Any) -> float:
+        """Seconds of one step, measured once per ``key``."""
+        if key not in self.measured:
+            self.measured[key] = step_seconds(config, batch, length, self.precision, **kw)
+        return self.measured[key]
+
+
 def plan_stages(
-    view: Namespace, splits: LabeledSplits, profile: DataProfile, recipe: str, lang: str,
-    teacher_init: str,
-) -> tuple[list[Stage], dict[str, float]]:  # fmt: skip
-    """The stages of ``recipe`` for ``view`` (the config with the plan's settings written in),
-    and the measured seconds per step behind their estimates."""
-    measured: dict[str, float] = {}
+    sizing: Sizing, recipe: str, lang: str, teacher_init: str, frozen: bool = False
+) -> list[Stage]:
+    """The parts of ``recipe``'s run, in order. ``frozen``: the model's token table is fixed
+    (the distilled student reading the teacher's vectors)."""
+    view = sizing.view
     if recipe == "pretrain":
-        vectors = commands.stage_vectors(lang)
-        first = [pretrain_stage(view, profile, vectors, measured)]
-        return [
-            *first,
-            main_stage("fine-tune", "on the labels", view, splits, profile, measured),
-        ], measured
+        first = [pretrain_stage(sizing, commands.stage_vectors(lang))]
+        return [*first, main_stage(sizing, "fine-tune", "on the labels")]
     if recipe == "distil":
-        first = teacher_stages(view, splits, profile, teacher_init, measured)
+        first = teacher_stages(sizing, teacher_init)
         what = "on the teacher's logits and the labels"
-        return [*first, main_stage("student", what, view, splits, profile, measured)], measured
-    return [main_stage("fit", "on the labels", view, splits, profile, measured)], measured
-
-
-def limited(batches: int, limit: Any) -> int:
-    """Batches per pass under Lightning's `limit_*_batches` (a count or a fraction)."""
-    if limit is None:
-        return batches
-    if isinstance(limit, float) and limit <= 1.0:
-        return max(1, int(batches * limit)) if limit > 0 else 0
-    return min(batches, int(limit))
+        return [*first, main_stage(sizing, "student", what, frozen)]
+    if view.model.get("teacher") is not None:  # a teacher the command names: its pass first
+        copies = view.data.get("augment_copies") or 0
+        first = [logits_stage(sizing, teacher_estimate(), copies, "estimated as MiniLM-sized")]
+        return [*first, main_stage(sizing, "student", "on the teacher's logits and the labels")]
+    return [main_stage(sizing, "fit", "on the labels")]
 
 
 def encoder(model: Namespace, vocab_size: int, **changes: Any) -> EncoderConfig:
@@ -77,90 +93,86 @@ def encoder(model: Namespace, vocab_size: int, **changes: Any) -> EncoderConfig:
         raise UserError(f"the model's options: {error}") from None
 
 
-def main_stage(
-    name: str, what: str, view: Namespace, splits: LabeledSplits, profile: DataProfile,
-    measured: dict[str, float],
-) -> Stage:  # fmt: skip
-    """The main run's training on ``view``'s data, batch and passes (with its copies)."""
-    data, trainer = view.data, view.trainer
+def schedule(batches: int, trainer: Namespace) -> tuple[int, int]:
+    """(passes, optimizer steps) of a run of ``batches`` per pass under the trainer's
+    `max_epochs` and `max_steps` (whichever ends it first; -1 or None: no limit)."""
+    epochs, cap = trainer.get("max_epochs"), trainer.get("max_steps") or -1
+    if epochs is None or epochs < 0:  # only max_steps ends it (Lightning's 1000 passes else)
+        epochs = 1000 if cap < 0 else math.ceil(cap / max(1, batches))
+    steps = batches * epochs if cap < 0 else min(batches * epochs, cap)
+    return math.ceil(steps / max(1, batches)), steps
+
+
+def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> Stage:
+    """The main run's training on the config's data, batch and passes (with its copies)."""
+    view, profile = sizing.view, sizing.profile
+    data = view.data
     copies = data.get("augment_copies") or 0
     rows = profile.rows * (1 + copies)
     batch = data.batch_size
-    epochs = trainer.get("max_epochs") or 1
-    steps = limited(math.ceil(rows / batch), trainer.get("limit_train_batches")) * epochs
-    if (trainer.get("max_steps") or -1) > 0:
-        steps = min(steps, trainer.max_steps) if trainer.get("max_epochs") else trainer.max_steps
+    epochs, steps = schedule(sizing.limit("train", math.ceil(rows / batch)), view.trainer)
     length = max(2, math.ceil(profile.tokens_per_epoch(data.max_length) / profile.rows))
-    vocab = (
-        data.vocab_size if isinstance(data.vocab_size, int) else TEACHERS["minilm"]["vocab_size"]
-    )
+    vocab = data.vocab_size if isinstance(data.vocab_size, int) else 8000  # given a tokenizer
     config = encoder(view.model, vocab)
     length = min(length, position_length_limit(config) or length)  # past it: fit says so
-    train = step_seconds(config, batch, length, trainer.precision)
+    train = sizing.time(f"{name} step", config, batch, length, frozen_embeddings=frozen)
     eval_batch = data.get("eval_batch_size") or 2 * batch
-    infer = step_seconds(config, eval_batch, length, trainer.precision, train=False)
-    val = limited(math.ceil(len(splits.validation) / eval_batch), trainer.get("limit_val_batches"))
-    test = limited(math.ceil(len(splits.test) / eval_batch), trainer.get("limit_test_batches"))
-    measured[f"{name} step"], measured[f"{name} eval batch"] = train, infer
+    infer = sizing.time(f"{name} eval batch", config, eval_batch, length, train=False)
+    val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / eval_batch))
+    test = sizing.limit("test", math.ceil(len(sizing.splits.test) / eval_batch))
     seconds = SETUP_SECONDS + steps * train + (epochs * val + test) * infer
     shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
     return Stage(name, what, f"{epochs} passes over {shown}", steps, seconds)
 
 
-def packaged(name: str) -> dict[str, Any]:
-    return yaml.safe_load(open(packaged_config(name), encoding="utf-8").read())
-
-
-def pretrain_stage(
-    view: Namespace, profile: DataProfile, vectors: str | None, measured: dict[str, float]
-) -> Stage:
-    """The masked-LM stage: its command, and its rows of at most `PRETRAIN_LENGTH` tokens."""
+def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
+    """The masked-LM stage: its command, and the rows it cuts every document into."""
+    view, profile = sizing.view, sizing.profile
     command = commands.pretrain_command(view, profile, vectors)
+    flag = dict(zip(command[1::2], command[2::2], strict=False))
     budget, why = commands.stage_budget(view, profile)
     epochs = commands.stage_epochs(view, profile)
-    cut = commands.PRETRAIN_LENGTH
+    cut = int(flag["--data.max_length"]) - 1  # each row starts with [CLS]
     lengths = profile.lengths or (profile.median_tokens,) * profile.rows
-    rows = sum(math.ceil(n / cut) for n in lengths)
-    batch = packaged("pretrain")["data"]["batch_size"]
-    limit = view.trainer.get("limit_train_batches")
-    steps = limited(math.ceil(rows / batch), limit) * epochs
-    vocab = command[command.index("--data.vocab_size") + 1]
-    config = encoder(view.model, int(vocab))
-    length = max(2, math.ceil(profile.total_tokens / rows))
-    step = step_seconds(config, batch, length, view.trainer.precision, masked_lm=True)
-    measured["pretrain step"] = step
+    rows = sum(math.ceil(max(1, n - 1) / cut) for n in lengths)
+    batch = commands.packaged_values(commands.PRETRAIN_CONFIG)["data"]["batch_size"]
+    steps = sizing.limit("train", math.ceil(rows / batch)) * epochs
+    config = encoder(view.model, int(flag["--data.vocab_size"]))
+    length = max(2, math.ceil((profile.total_tokens + rows - profile.rows) / rows))
+    step = sizing.time("pretrain step", config, batch, length, masked_lm=True)
     what = "masked-LM on the training texts" + (f", vectors from {vectors}" if vectors else "")
-    budget_text = f"{budget:,} tokens: {epochs} passes over {profile.total_tokens:,}"
     low, high = commands.PRETRAIN_EPOCHS
     why = f"{budget:,} masked-LM tokens ({why}), within {low}-{high} passes"
+    budget_text = f"{budget:,} tokens: {epochs} passes over {profile.total_tokens:,}"
     seconds = SETUP_SECONDS + steps * step
     return Stage("pretrain", what, budget_text, steps, seconds, tuple(command), why)
 
 
-def teacher_stages(
-    view: Namespace, splits: LabeledSplits, profile: DataProfile, teacher_init: str,
-    measured: dict[str, float],
-) -> list[Stage]:  # fmt: skip
+def teacher_estimate(name: str = "minilm") -> EncoderConfig:
+    """The teacher's shape for its estimates: a packaged one's, else MiniLM's."""
+    shape = TEACHERS.get(name, TEACHERS["minilm"])
+    return EncoderConfig(**shape, position="learned", max_len=512, ffn="gelu")
+
+
+def teacher_stages(sizing: Sizing, teacher_init: str) -> list[Stage]:
     """The teacher's fine-tuning (a stage command) and its pass over the transfer set."""
+    view, profile = sizing.view, sizing.profile
     command = commands.teacher_command(view, profile, teacher_init)
-    batch, epochs, cap = commands.teacher_schedule(profile.rows)
-    limit = view.trainer.get("limit_train_batches")
-    steps = limited(math.ceil(profile.rows / batch), limit) * epochs
-    steps = min(steps, cap) if cap is not None else steps
+    batch, passes, per_pass = commands.teacher_schedule(profile.rows)
+    batches = sizing.limit("train", math.ceil(profile.rows / batch))
+    batches = min(batches, per_pass) if per_pass is not None else batches
+    steps = batches * passes
     cut = int(command[command.index("--data.max_length") + 1])
     length = max(2, math.ceil(profile.tokens_per_epoch(cut) / profile.rows))
-    shape = TEACHERS.get(teacher_init, TEACHERS["minilm"])
-    config = EncoderConfig(**shape, position="learned", max_len=512, ffn="gelu")
-    precision = view.trainer.precision
-    train = step_seconds(config, batch, length, precision, frozen_embeddings=teacher_init == "e5")
-    infer = step_seconds(config, INFER_BATCH, length, precision, train=False)
-    measured["teacher step"], measured["teacher batch"] = train, infer
-    val = limited(
-        math.ceil(len(splits.validation) / (2 * batch)), view.trainer.get("limit_val_batches")
-    )
-    seconds = SETUP_SECONDS + steps * train + epochs * val * infer
-    capped = f", at most {cap:,} steps" if cap is not None else ""
-    budget = f"{epochs} passes of batch {batch}{capped}"
+    config = teacher_estimate(teacher_init)
+    frozen = teacher_init == "e5"
+    train = sizing.time("teacher step", config, batch, length, frozen_embeddings=frozen)
+    infer = sizing.time("teacher batch", config, INFER_BATCH, length, train=False)
+    val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / (2 * batch)))
+    test = sizing.limit("test", math.ceil(len(sizing.splits.test) / (2 * batch)))
+    seconds = SETUP_SECONDS + steps * train + (passes * val + test) * infer
+    cut = f" ({per_pass} batches each)" if per_pass is not None else ""
+    budget = f"{passes} passes of batch {batch}{cut}"
     what = f"fine-tune {Path(teacher_init).name} on the labels"
     why = (
         f"the {commands.TEACHER_CONFIG} config's passes, at most {commands.TEACHER_STEPS:,} steps: "
@@ -168,9 +180,17 @@ def teacher_stages(
     )
     teacher = Stage("teacher", what, budget, steps, seconds, tuple(command), why)
     copies = view.data.get("augment_copies") or 0
+    return [teacher, logits_stage(sizing, config, copies)]
+
+
+def logits_stage(sizing: Sizing, config: EncoderConfig, copies: int, note: str = "") -> Stage:
+    """The teacher's pass over the training texts and ``copies`` of each."""
+    profile = sizing.profile
     readings = profile.rows * (1 + copies)
     batches = math.ceil(readings / INFER_BATCH)
+    cut = min(commands.TEACHER_LENGTH, sizing.view.data.max_length or commands.TEACHER_LENGTH)
+    length = max(2, math.ceil(profile.tokens_per_epoch(cut) / profile.rows))
+    infer = sizing.time("teacher batch", config, INFER_BATCH, length, train=False)
     budget = f"{readings:,} texts ({copies} copies each)"
     what = "the teacher reads the texts and their copies"
-    logits = Stage("logits", what, budget, batches, batches * infer)
-    return [teacher, logits]
+    return Stage("logits", what, budget, batches, batches * infer, why=note)
