@@ -2,14 +2,16 @@
 
 A plan's wall times are steps times a step's time measured here and now, never a constant: the
 same recipe takes minutes on a CPU with AMX and much longer on one without native bf16. Each
-measurement times a real step (forward, backward and an Adam-shaped update, or forward only for
-inference) of the plain PyTorch model at the run's architecture, batch, row length and
-precision, on random token ids, after one untimed warm-up step. Torch's random generators are
-left as they were, so a run that measures first trains exactly as one that does not.
+measurement times real steps (forward, backward, clipping and an Adam-shaped update, or forward
+only for inference) of the plain PyTorch model at the run's architecture, batch, row length and
+precision, on random token ids, after one untimed warm-up step, and takes their median. Torch's
+random generators are left as they were, so a run that measures first trains exactly as one
+that does not.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from contextlib import nullcontext
 
@@ -20,8 +22,10 @@ from tscratch.config import EncoderConfig
 from tscratch.masked_lm import TransformerForMaskedLM
 from tscratch.model import TransformerClassifier
 
-STEPS = 1
-"""Timed steps per measurement, after one warm-up step."""
+STEPS = 5
+"""Most timed steps per measurement, after one warm-up step; the median is taken."""
+SECONDS = 0.3
+"""Timing stops once the timed steps have taken this long (a slow step is timed once)."""
 
 
 def _autocast(precision: str | int) -> torch.autocast | nullcontext:
@@ -39,6 +43,7 @@ def step_seconds(
     train: bool = True,
     masked_lm: bool = False,
     frozen_embeddings: bool = False,
+    average: bool = False,
 ) -> float:
     """Seconds one step of ``config`` takes on (``batch_size``, ``length``) rows of this CPU.
 
@@ -50,6 +55,9 @@ def step_seconds(
         train: a training step (forward, backward, an Adam update); False: forward only.
         masked_lm: the masked-LM model (15% of the positions predicted) instead of a classifier.
         frozen_embeddings: the token table gets no gradient (e5's teacher stage).
+        average: the step also updates a moving average of the weights (`--model.ema_steps`).
+
+    A training step clips the gradients' norm (fit clips at 1.0), as the run's step does.
     """
     length = max(2, length)
     with torch.random.fork_rng(devices=[]):
@@ -65,35 +73,43 @@ def step_seconds(
         masked = torch.rand(batch_size, length) < 0.15
         labels = torch.randint(0, 2, (batch_size,))
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = AdamUpdate(params) if train else None
+        optimizer = AdamUpdate(params, average) if train else None
         model.train(train)
-        elapsed = 0.0
+        times: list[float] = []
         for step in range(STEPS + 1):
             start = time.perf_counter()
             _step(model, optimizer, ids, mask, masked if masked_lm else None, labels, precision)
             if step:  # the first step builds kernels and caches: not timed
-                elapsed += time.perf_counter() - start
-    return elapsed / STEPS
+                times.append(time.perf_counter() - start)
+                if sum(times) >= SECONDS:
+                    break
+    return statistics.median(times)
 
 
 class AdamUpdate:
-    """An Adam-shaped update (two moments, the same memory traffic) in torch's `_foreach` ops:
-    what an AdamW step costs, without `torch.optim`, whose first step imports torch._dynamo
-    (about a second, which `tscratch fit --plan` would pay)."""
+    """An Adam-shaped update (two moments, the same memory traffic) in torch's `_foreach` ops, after
+    clipping the gradients' norm and before a moving average of the weights when asked: what a
+    run's step costs beside its forward and backward, without `torch.optim`, whose first step
+    imports torch._dynamo (about a second, which `tscratch fit --plan` would pay)."""
 
-    def __init__(self, params: list[torch.Tensor]) -> None:
+    def __init__(self, params: list[torch.Tensor], average: bool = False) -> None:
         self.params = params
         self.first = [torch.zeros_like(p) for p in params]
         self.second = [torch.zeros_like(p) for p in params]
+        self.average = [p.detach().clone() for p in params] if average else None
 
     @torch.no_grad()
     def step(self) -> None:
         grads = [p.grad for p in self.params]
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))  # clipping
+        torch._foreach_mul_(grads, torch.clamp(1.0 / (norm + 1e-6), max=1.0))
         torch._foreach_lerp_(self.first, grads, 0.1)
         torch._foreach_mul_(self.second, 0.999)
         torch._foreach_addcmul_(self.second, grads, grads, value=0.001)
         denominators = torch._foreach_add(torch._foreach_sqrt(self.second), 1e-8)
         torch._foreach_addcdiv_(self.params, self.first, denominators, value=-1e-4)
+        if self.average is not None:
+            torch._foreach_lerp_(self.average, self.params, 0.01)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:

@@ -115,7 +115,10 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     vocab = data.vocab_size if isinstance(data.vocab_size, int) else 8000  # given a tokenizer
     config = encoder(view.model, vocab)
     length = min(length, position_length_limit(config) or length)  # past it: fit says so
-    train = sizing.time(f"{name} step", config, batch, length, frozen_embeddings=frozen)
+    average = bool(view.model.get("ema_steps"))
+    train = sizing.time(
+        f"{name} step", config, batch, length, frozen_embeddings=frozen, average=average
+    )
     eval_batch = data.get("eval_batch_size") or 2 * batch
     infer = sizing.time(f"{name} eval batch", config, eval_batch, length, train=False)
     val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / eval_batch))
