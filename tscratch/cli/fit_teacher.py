@@ -31,6 +31,7 @@ from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.data.transfer import TeacherOutputs, mask_token_of
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, TOKENIZER, WEIGHTS, ExportedClassifier
+from tscratch.recipe.stages import INFER_BATCH
 from tscratch.training.precision import native_bf16
 
 log = logging.getLogger("tscratch")
@@ -98,7 +99,7 @@ class TeacherModel:
             `mps`), so `--trainer.accelerator cpu` keeps it off a GPU.
     """
 
-    def __init__(self, source: str, batch_size: int = 32, device: str = "cpu") -> None:
+    def __init__(self, source: str, batch_size: int = INFER_BATCH, device: str = "cpu") -> None:
         self.name = source
         self.seconds = 0.0
         """How long the last `outputs` took (0 when the logits were read from the cache)."""

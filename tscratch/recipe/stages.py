@@ -34,7 +34,8 @@ TEACHERS = {
 """Shapes of the packaged teachers, for their time estimates; any other teacher (a folder, a
 checkpoint) is estimated as MiniLM-sized."""
 INFER_BATCH = 32
-"""Rows per forward pass of the teacher's logits (`tscratch.cli.fit_teacher.TeacherModel`)."""
+"""Rows per forward pass of the teacher over the transfer set (`tscratch.cli.fit_teacher`'s
+`TeacherModel` runs at it)."""
 
 
 @dataclass
