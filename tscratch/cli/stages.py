@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tscratch.checkpoint_files import atomic_write_text
 from tscratch.cli import stage_process
 from tscratch.errors import UserError
 
@@ -98,13 +99,8 @@ def finished(done: Path, warn: bool = False) -> str | None:
 
 
 def write_marker(done: Path, content: dict) -> None:
-    """Write `done.json` whole or not at all: into a temporary file beside it, then moved."""
-    tmp = done.with_name(f".{done.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(content, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, done)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write `done.json` whole or not at all (a temporary file beside it, then moved)."""
+    atomic_write_text(done, json.dumps(content, indent=1) + "\n")
 
 
 class StageInterrupted(Exception):
