@@ -225,7 +225,7 @@ def test_epochs_left_to_the_data_count_the_copies(world):
     profile = DataProfile.of(texts, 3)
     data = Namespace(augment_copies=None, augment_ngram=0.25, max_length=64, batch_size=32)
     view = Namespace(data=data, trainer=Namespace(max_epochs=None, max_steps=-1))
-    chosen = {c.option: c for c in distil_settings(view, profile, "plain", (), [])}
+    chosen = {c.option: c for c in distil_settings(view, profile, "plain", ())}
     assert chosen["data.augment_copies"].value == 20  # 150 texts: far below the teacher's cap
     # 150 texts of ~12 tokens and 15 full-length copies of each: ~29k tokens a pass, so the
     # token budget would give 240 passes; a text and its 20 copies are read at most ~120 times.
@@ -237,10 +237,10 @@ def test_epochs_left_to_the_data_count_the_copies(world):
     assert "data.batch_size" not in chosen  # --model.teacher alone keeps the batch
     assert distillation_epochs(profile, 64, 10, 0.25).value == 11  # round(120 / 11)
     data.augment_copies, view.trainer.max_epochs = 0, 3
-    assert distil_settings(view, profile, "plain", (), []) == []
-    recipe = {c.option: c.value for c in distil_settings(view, profile, "distil", (), [])}
+    assert distil_settings(view, profile, "plain", ()) == []
+    recipe = {c.option: c.value for c in distil_settings(view, profile, "distil", ())}
     assert recipe == {"data.batch_size": 64}
-    assert distil_settings(view, profile, "distil", {"data.batch_size"}, []) == []
+    assert distil_settings(view, profile, "distil", {"data.batch_size"}) == []
 
 
 def test_the_teacher_runs_in_bf16_where_the_cpu_has_it_and_fp32_elsewhere(

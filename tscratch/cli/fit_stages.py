@@ -17,7 +17,7 @@ from jsonargparse import Namespace
 from tokenizers import Tokenizer
 
 from tscratch.checkpoint_files import read_checkpoint
-from tscratch.cli.stages import DONE, run_stage, stage_folder
+from tscratch.cli.stages import reusable, run_stage
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.nn.positions import position_is_learned
 from tscratch.recipe import settings
@@ -41,7 +41,7 @@ def run_stages(plan: Plan, config: Namespace, resuming: bool) -> dict[str, float
         if not stage.command:
             continue
         command = list(stage.command)
-        reused = (stage_folder(root, stage.name, command) / DONE).is_file()
+        reused = reusable(root, stage.name, command) is not None
         start = time.perf_counter()
         checkpoint = run_stage(stage.name, command, root, resuming)
         if not reused:

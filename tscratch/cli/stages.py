@@ -46,7 +46,7 @@ def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
     after Ctrl-C, `StageInterrupted` says how to continue (`tscratch.cli.stage_process`)."""
     folder = stage_folder(root, kind, command)
     done = folder / DONE
-    if (checkpoint := finished(done, warn=True)) and Path(checkpoint).is_file():
+    if checkpoint := reusable(root, kind, command, warn=True):
         log.info("stage %s: finished before, reusing %s", kind, checkpoint)
         return checkpoint
     if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks: rank 0 runs the stage
@@ -79,6 +79,13 @@ def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
     if asked is not None:  # the stage finished as the stop came: the main run waits for a rerun
         raise StageInterrupted(kind, EXIT_CODES[asked])
     return checkpoint
+
+
+def reusable(root: Path, kind: str, command: Sequence[str], warn: bool = False) -> str | None:
+    """The checkpoint of this stage's earlier finished run, when its marker names one that is
+    still there; None when the stage has to run (``warn``: say why a marker is unreadable)."""
+    checkpoint = finished(stage_folder(root, kind, command) / DONE, warn=warn)
+    return checkpoint if checkpoint and Path(checkpoint).is_file() else None
 
 
 def finished(done: Path, warn: bool = False) -> str | None:

@@ -181,16 +181,29 @@ def teacher_schedule(rows: int) -> tuple[int, int, int | None]:
     return batch, epochs, (per_pass if math.ceil(rows / batch) > per_pass else None)
 
 
+def stage_vocab_size(config: Namespace, profile: rules.DataProfile) -> int:
+    """The pretraining stage's vocabulary: the run's, or the `auto` rule's when it is `auto`."""
+    vocab = config.data.vocab_size
+    return rules.vocab_size(profile).value if vocab == rules.AUTO else vocab
+
+
+def pretrain_length(profile: rules.DataProfile) -> int:
+    """Row length of the pretraining stage: `PRETRAIN_LENGTH`, shorter for short texts."""
+    return min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
+
+
+def teacher_length(profile: rules.DataProfile) -> int:
+    """Longest row the teacher reads: `TEACHER_LENGTH`, shorter for short texts."""
+    return min(TEACHER_LENGTH, rules.max_length(profile, None).value)
+
+
 def pretrain_command(
     config: Namespace, profile: rules.DataProfile, embed_init: str | None = None
 ) -> list[str]:
     """`tscratch pretrain` on the main run's training split, with its architecture (its token
     embeddings starting from ``embed_init``'s vectors when given)."""
     data, model = config.data, config.model
-    vocab = data.vocab_size
-    if vocab == rules.AUTO:
-        vocab = rules.vocab_size(profile).value
-    length = min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
+    vocab, length = stage_vocab_size(config, profile), pretrain_length(profile)
     epochs = stage_epochs(config, profile)
     flags = ["--config", PRETRAIN_CONFIG, *data_flags(data, SHARED_DATA)]
     flags += ["--data.vocab_size", str(vocab), "--data.max_length", str(length)]
@@ -218,7 +231,7 @@ def pretrain_command(
 def teacher_command(config: Namespace, profile: rules.DataProfile, teacher_init: str) -> list[str]:
     """`tscratch fit --config minilm` from ``teacher_init`` on the main run's splits (e5's word
     vectors kept fixed: 96M of its 117M parameters, one per piece of 100 languages)."""
-    length = min(TEACHER_LENGTH, rules.max_length(profile, None).value)
+    length = teacher_length(profile)
     flags = ["--config", TEACHER_CONFIG, "--model.init_from", teacher_init]
     if teacher_init == "e5":
         flags += ["--model.freeze_embeddings", "true"]

@@ -74,12 +74,16 @@ def make_plan(config: Namespace, given: Collection[str] = ()) -> Plan:
     if decision.recipe == "pretrain" and "model.position" not in given:
         chosen.append(Choice("model.position", commands.STAGE_POSITION, POSITION_REASON))
     own_vocabulary = decision.recipe == "distil" and reads_teacher_vocabulary(config, teacher_init)
-    view = config.clone()
+    view = config.clone()  # each step reads the choices before it, written in here
+    write_settings(chosen, view)  # the position scheme decides the length limit
     teacher_size = TEACHERS.get(teacher_init, {}).get("vocab_size") if own_vocabulary else None
-    chosen += auto_settings(view, splits, profile, chosen, distilling, teacher_size)
+    automatic = auto_settings(view, splits, profile, distilling, teacher_size)
+    write_settings(automatic, view)
+    chosen += automatic
     if distilling:
-        chosen += distil_settings(view, profile, decision.recipe, given, chosen)
-    write_settings(chosen, view)
+        distilled = distil_settings(view, profile, decision.recipe, given)
+        write_settings(distilled, view)
+        chosen += distilled
     trainer = config.trainer
     precision = trainer.get("precision") or default_precision(trainer.get("accelerator"))
     sizing = Sizing(view, splits, profile, precision)
@@ -173,7 +177,6 @@ def auto_settings(
     view: Namespace,
     splits: LabeledSplits,
     profile: DataProfile,
-    before: Sequence[Choice],
     distilling: bool,
     teacher_vocabulary: int | None = None,
 ) -> list[Choice]:
@@ -196,7 +199,6 @@ def auto_settings(
         wanted.remove("data.vocab_size")
         why = "the teacher's vocabulary, which the student reads"
         chosen.append(Choice("data.vocab_size", teacher_vocabulary, why))
-    write_settings(before, view)  # the position scheme decides the length limit
     asked = {k: v for k, v in view.model.as_dict().items() if v != AUTO}
     encoder = EncoderConfig.from_flat(asked, vocab_size=2)
     length = None if "data.max_length" in wanted else data.max_length
@@ -222,9 +224,8 @@ def class_weights(splits: LabeledSplits) -> Choice:
 
 
 def distil_settings(
-    view: Namespace, profile: DataProfile, recipe: str, given: Collection[str],
-    before: Sequence[Choice],
-) -> list[Choice]:  # fmt: skip
+    view: Namespace, profile: DataProfile, recipe: str, given: Collection[str]
+) -> list[Choice]:
     """Copies per text (`commands.teacher_copies`), the student's batch and its passes."""
     data, chosen = view.data, []
     copies = data.get("augment_copies")
@@ -239,8 +240,7 @@ def distil_settings(
         reason = "the transfer set holds many rows per training text: fewer, larger steps"
         chosen.append(Choice("data.batch_size", DISTIL_BATCH, reason))
     if wanted_options(view, ["trainer.max_epochs"]):
-        length = next((c.value for c in before if c.option == "data.max_length"), data.max_length)
-        chosen.append(distillation_epochs(profile, length, copies, data.get("augment_ngram", 0.25)))
+        chosen.append(distillation_epochs(profile, data.max_length, copies, data.augment_ngram))
     return chosen
 
 

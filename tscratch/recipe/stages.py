@@ -133,15 +133,14 @@ def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
     """The masked-LM stage: its command, and the rows it cuts every document into."""
     view, profile = sizing.view, sizing.profile
     command = commands.pretrain_command(view, profile, vectors)
-    flag = dict(zip(command[1::2], command[2::2], strict=False))
     budget, why = commands.stage_budget(view, profile)
     epochs = commands.stage_epochs(view, profile)
-    cut = int(flag["--data.max_length"]) - 1  # each row starts with [CLS]
+    cut = commands.pretrain_length(profile) - 1  # each row starts with [CLS]
     lengths = profile.lengths or (profile.median_tokens,) * profile.rows
     rows = sum(math.ceil(max(1, n - 1) / cut) for n in lengths)
     batch = commands.packaged_values(commands.PRETRAIN_CONFIG)["data"]["batch_size"]
     steps = sizing.limit("train", math.ceil(rows / batch)) * epochs
-    config = encoder(view.model, int(flag["--data.vocab_size"]))
+    config = encoder(view.model, commands.stage_vocab_size(view, profile))
     length = max(2, math.ceil((profile.total_tokens + rows - profile.rows) / rows))
     step = sizing.time("pretrain step", config, batch, length, masked_lm=True)
     what = "masked-LM on the training texts" + (f", vectors from {vectors}" if vectors else "")
@@ -150,6 +149,12 @@ def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
     budget_text = f"{budget:,} tokens: {epochs} passes over {profile.total_tokens:,}"
     seconds = SETUP_SECONDS + steps * step
     return Stage("pretrain", what, budget_text, steps, seconds, tuple(command), why)
+
+
+def teacher_rows(profile: DataProfile) -> int:
+    """The teacher's mean row length: the texts cut at `commands.teacher_length`."""
+    cut = commands.teacher_length(profile)
+    return max(2, math.ceil(profile.tokens_per_epoch(cut) / profile.rows))
 
 
 def teacher_estimate(name: str = "minilm") -> EncoderConfig:
@@ -166,8 +171,7 @@ def teacher_stages(sizing: Sizing, teacher_init: str) -> list[Stage]:
     batches = sizing.limit("train", math.ceil(profile.rows / batch))
     batches = min(batches, per_pass) if per_pass is not None else batches
     steps = batches * passes
-    cut = int(command[command.index("--data.max_length") + 1])
-    length = max(2, math.ceil(profile.tokens_per_epoch(cut) / profile.rows))
+    length = teacher_rows(profile)
     config = teacher_estimate(teacher_init)
     frozen = teacher_init == "e5"
     train = sizing.time("teacher step", config, batch, length, frozen_embeddings=frozen)
@@ -175,8 +179,8 @@ def teacher_stages(sizing: Sizing, teacher_init: str) -> list[Stage]:
     val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / (2 * batch)))
     test = sizing.limit("test", math.ceil(len(sizing.splits.test) / (2 * batch)))
     seconds = SETUP_SECONDS + steps * train + (passes * val + test) * infer
-    cut = f" ({per_pass} batches each)" if per_pass is not None else ""
-    budget = f"{passes} passes of batch {batch}{cut}"
+    shortened = f" ({per_pass} batches each)" if per_pass is not None else ""
+    budget = f"{passes} passes of batch {batch}{shortened}"
     what = f"fine-tune {Path(teacher_init).name} on the labels"
     why = (
         f"the {commands.TEACHER_CONFIG} config's passes, at most {commands.TEACHER_STEPS:,} steps: "
@@ -192,9 +196,7 @@ def logits_stage(sizing: Sizing, config: EncoderConfig, copies: int, note: str =
     profile = sizing.profile
     readings = profile.rows * (1 + copies)
     batches = math.ceil(readings / INFER_BATCH)
-    cut = min(commands.TEACHER_LENGTH, sizing.view.data.max_length or commands.TEACHER_LENGTH)
-    length = max(2, math.ceil(profile.tokens_per_epoch(cut) / profile.rows))
-    infer = sizing.time("teacher batch", config, INFER_BATCH, length, train=False)
+    infer = sizing.time("teacher batch", config, INFER_BATCH, teacher_rows(profile), train=False)
     budget = f"{readings:,} texts ({copies} copies each)"
     what = "the teacher reads the texts and their copies"
     return Stage("logits", what, budget, batches, batches * infer, why=note)
