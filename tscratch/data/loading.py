@@ -11,7 +11,6 @@ file holds, and a JSON column that would merge `1` and `"1"` is refused (`tscrat
 
 from __future__ import annotations
 
-import glob
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,18 @@ from datasets.exceptions import DatasetGenerationError
 
 from tscratch.data.cells import check_json_scalars, csv_options
 from tscratch.data.charset import check_encoding, codec_name
+from tscratch.data.files import (
+    LOCAL_FORMATS,
+    check_files_exist,
+    check_named_file,
+    flat_files,
+    local_files,
+)
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 BBC_NEWS = "bbc_news"
-LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
 def load_bbc_news() -> Dataset:
@@ -76,23 +81,14 @@ def load_source(
     if dataset in set(LOCAL_FORMATS.values()):
         if data_files is None:
             raise UserError(f"dataset={dataset!r} needs data_files=PATH (or a dict of split: PATH)")
-        _check_files_exist(data_files)
-        return _load_local(dataset, _flat(data_files), cache_dir, encoding, data_files=data_files)
+        check_files_exist(data_files)
+        files = flat_files(data_files)
+        return _load_local(dataset, files, cache_dir, encoding, data_files=data_files)
     path = Path(dataset).expanduser()
     if path.exists():
         return _load_path(path, cache_dir, encoding)
-    if Path(dataset).suffix in LOCAL_FORMATS or dataset.startswith((".", "/", "~")):
-        raise UserError(
-            f"data file {dataset!r} does not exist; check the path, or use dataset='bbc_news'"
-        )
+    check_named_file(dataset)  # a file that is not there; anything else is a hub id
     return _load_hub(dataset, name, cache_dir)
-
-
-def _check_files_exist(data_files: str | list[str] | dict[str, str | list[str]]) -> None:
-    for file in _flat(data_files):
-        # Globs and URLs are load_dataset's business; only plain paths can be checked here.
-        if not _is_glob(file) and "://" not in file and not Path(file).exists():
-            raise UserError(f"data file {file!r} does not exist; check data_files")
 
 
 def _load_path(path: Path, cache_dir: str | None, encoding: str) -> DatasetDict:
@@ -115,7 +111,7 @@ def _load_local(
 ) -> DatasetDict:
     """``load_dataset(fmt, **where)`` of files that are valid in ``encoding`` (else one line)."""
     options: dict[str, Any] = {}
-    local = _local_files(files)
+    local = local_files(files)
     if fmt != "parquet":
         for file in local:
             check_encoding(file, encoding)
@@ -139,21 +135,6 @@ def _load_local(
 def _is_json(feature: Any) -> bool:
     """A column `datasets` stores as JSON text: its values were of mixed JSON types."""
     return type(feature).__name__ == "Json"
-
-
-def _flat(data_files: str | list[str] | dict[str, str | list[str]]) -> list[str]:
-    groups = data_files.values() if isinstance(data_files, dict) else [data_files]
-    return [file for group in groups for file in ([group] if isinstance(group, str) else group)]
-
-
-def _is_glob(file: str) -> bool:
-    return any(c in file for c in "*?[")
-
-
-def _local_files(files: list[str]) -> list[str]:
-    """The plain files ``files`` name, globs expanded (URLs are load_dataset's business)."""
-    paths = [p for f in files for p in (glob.glob(f, recursive=True) if _is_glob(f) else [f])]
-    return [p for p in paths if Path(p).is_file()]
 
 
 def _innermost(err: BaseException) -> BaseException:
