@@ -246,6 +246,8 @@ for name in sys.argv[2:]:
     with contextlib.redirect_stdout(out):
         try:
             run(name, ["--help"])
+            if name == "fit":  # its first screen, then every option
+                run(name, ["--help-all"])
         except SystemExit:
             pass
         except Exception:

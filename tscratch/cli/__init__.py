@@ -73,6 +73,12 @@ def run(name: str, argv: list[str]) -> int:
     if (bad := not_text(argv)) is not None:
         print(f"error: tscratch {name}: {bad}", file=sys.stderr)
         return 2
+    from tscratch.cli import precheck
+
+    if name in precheck.CHECKED:  # a mistake found before Lightning is imported
+        if (code := precheck.precheck(name, argv)) is not None:
+            return code
+        argv = ["--help" if arg == precheck.HELP_ALL else arg for arg in argv]
     if name == "fit" and "--plan" in argv:  # the plan alone: without Lightning where it can
         from tscratch.cli.fit_quick import quick_plan
 

@@ -28,7 +28,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli import parsing
 from tscratch.cli.parsing import did_you_mean
-from tscratch.configs import CONFIGS, packaged_config
+from tscratch.configs import CONFIGS, packaged_config, packaged_configs
 from tscratch.training.model_summary import drop_flops
 
 
@@ -38,6 +38,14 @@ class OneLineParser(LightningArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        if "--config" in args:  # jsonargparse's "Path to a configuration file": name ours
+            kwargs["help"] = (
+                f"A packaged config by name ({', '.join(packaged_configs())}; tscratch fit "
+                "--help says what each is) or a YAML file; without one, the command's default."
+            )
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # jsonargparse parses nested parsers this way: let it raise

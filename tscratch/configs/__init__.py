@@ -38,3 +38,16 @@ def packaged_config(name: str) -> str:
 def packaged_configs() -> list[str]:
     """The names `--config` takes without a path (tscratch/configs/*.yaml)."""
     return sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+
+
+OTHER_COMMANDS = {"pretrain": "pretrain", "seq2seq": "fit-seq2seq"}
+"""Packaged configs named after another command than fit (`pretrain_tiny` is pretrain's)."""
+
+
+def configs_for(command: str) -> list[str]:
+    """The packaged configs of ``command`` (fit, pretrain, fit-seq2seq), by name."""
+    return [
+        name
+        for name in packaged_configs()
+        if OTHER_COMMANDS.get(name.split("_")[0], "fit") == command
+    ]
