@@ -1,4 +1,5 @@
-"""scripts/test.py: a checkpoint evaluated on its own test split, or on other labelled data.
+"""scripts/test.py: a checkpoint evaluated on its own test split, or on other labelled data, by a
+plain loop that scores as Lightning's test pass does.
 
 The first test runs the real script in a subprocess; the others call its `main` in this process
 (conftest's `run_main`), where the process boundary plays no part.
@@ -9,10 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
-from tscratch.cli.evaluate import config_data, main, parser
+from tests.helpers import script_env
+from tscratch.cli.evaluate import config_data, evaluate, main, parser
 from tscratch.errors import MissingFile
 
 
@@ -158,4 +162,58 @@ def test_an_exported_folder_needs_its_data_named(run_main, tmp_path):
         f"error: --model {tmp_path / 'model'} is an exported folder, which does not record the "
         "data it was trained on; name the data with --data.dataset (and --data.text_column, "
         "--data.label_column as in training) or --config the run's config.yaml\n"
+    )
+
+
+@pytest.mark.slow
+def test_the_plain_loop_scores_as_lightnings_test_pass(tiny_run, tmp_path):
+    """The numbers `tscratch test` prints are those of `trainer.test` on the same checkpoint."""
+    import lightning as L
+
+    from tscratch.checkpoint_files import read_checkpoint
+    from tscratch.data.classification import TextClassificationData
+    from tscratch.training.classification import ClassificationTask
+
+    ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
+    plain = evaluate(str(ckpt), trainer_args={"accelerator": "cpu"})
+    checkpoint = read_checkpoint(ckpt)
+    model = ClassificationTask.from_checkpoint(checkpoint)
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text(model.tokenizer_json, encoding="utf-8")
+    data_args = {
+        k: v for k, v in checkpoint["datamodule_hyper_parameters"].items() if not k.startswith("_")
+    }
+    data = TextClassificationData(**{**data_args, "tokenizer": str(tokenizer)})
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, enable_progress_bar=False)  # fmt: skip
+    (lightning,) = trainer.test(model, datamodule=data, verbose=False)
+
+    assert list(plain) == ["test/loss", "test/acc", "test/f1", "report"]
+    assert plain["report"]["num_examples"] == len(data.split("test"))
+    for key in ("test/acc", "test/f1", "test/loss"):
+        assert plain[key] == pytest.approx(float(lightning[key]), abs=1e-5), key
+
+
+@pytest.mark.slow
+def test_a_checkpoint_is_tested_without_lightning_or_its_lines(tiny_run, tmp_path):
+    ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
+    code = (
+        "import sys; from tscratch.cli import main; code = main(['test', '--model', sys.argv[1]]);"
+        "print('lightning' in sys.modules, file=sys.stderr); sys.exit(code)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True, cwd=tmp_path,
+        env=script_env(tmp_path / "cache", tmp_path), timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "False\n"
+    assert proc.stdout.startswith(" " * 14) and "GPU available" not in proc.stdout
+    assert set(json.loads(proc.stdout.splitlines()[-1])) == {"test/acc", "test/f1", "test/loss"}
+
+
+def test_a_precision_test_cannot_run_is_one_line_before_any_work(capsys):
+    assert main(["--model", "any.ckpt", "--trainer.precision", "64"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --trainer.precision '64': tscratch test takes 32, 32-true, bf16-mixed, bf16, "
+        "16-mixed, 16\n"
     )

@@ -104,3 +104,38 @@ def test_files_agree_with_the_report(report, tmp_path):
     assert matrix[0] == ["true \\ predicted", *NAMES]
     assert matrix[1:] == [["ant", "2", "1", "0"], ["bee", "0", "1", "1"], ["cat", "0", "0", "1"]]
     assert (folder / "confusion_matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scores_are_torchmetrics(seed):
+    """The report computes its scores in plain torch, as torchmetrics defines them: classes
+    absent and never predicted, saturated confidences (exactly 1) and ties included."""
+    from torchmetrics.functional.classification import (
+        multiclass_accuracy,
+        multiclass_calibration_error,
+        multiclass_confusion_matrix,
+        multiclass_f1_score,
+        multiclass_precision,
+        multiclass_recall,
+    )
+
+    g = torch.Generator().manual_seed(seed)
+    C, N = 6, 300
+    logits = torch.randn(N, C, generator=g) * 3
+    logits[:, 5] = -1e4  # never predicted
+    logits[:20, 0] = 1e4  # a confidence of exactly 1
+    logits[20:30] = 0.0  # ties: the first class
+    labels = torch.randint(0, 4, (N,), generator=g)  # classes 4 and 5 never true
+    got = classification_report(logits, labels, [str(c) for c in range(C)])
+    probs = logits.softmax(-1)
+    for key, f in (("precision", multiclass_precision), ("recall", multiclass_recall),
+                   ("f1", multiclass_f1_score)):  # fmt: skip
+        per_class = f(probs, labels, C, average=None).tolist()
+        assert [c[key] for c in got["per_class"]] == pytest.approx(per_class, abs=1e-6)
+        assert got[f"macro_{key}"] == pytest.approx(f(probs, labels, C).item(), abs=1e-6)
+    assert got["accuracy"] == pytest.approx(
+        multiclass_accuracy(probs, labels, C, average="micro").item()
+    )
+    assert got["confusion_matrix"] == multiclass_confusion_matrix(probs, labels, C).tolist()
+    ece = multiclass_calibration_error(probs, labels, C, n_bins=15, norm="l1").item()
+    assert got["ece"] == pytest.approx(ece, abs=1e-6)

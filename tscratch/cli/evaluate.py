@@ -6,10 +6,12 @@ macro-F1 on its test split. `--data.dataset`/`--data.data_files` evaluate on oth
 instead; the checkpoint's own tokenizer is always used, and the labels must be ones the model
 knows.
 
-Flags are spelled as tscratch fit's (`--data.*`, `--trainer.accelerator`, `--trainer.devices`,
+It is a plain loop over the test split, as `tscratch predict` runs (`tscratch.cli.evaluate_export`),
+not a Lightning Trainer: it starts as fast as predict and prints only its report. Flags are
+spelled as tscratch fit's (`--data.*`, `--trainer.accelerator`, `--trainer.devices`,
 `--trainer.precision`), and `--config FILE` takes a tscratch fit config, of which the `data:`
-section is used, so one YAML describes the data for training and evaluation. The earlier spellings
-(`--dataset`, `--data_files`, `--batch_size`, ...) still work.
+section is used, so one YAML describes the data for training and evaluation. The earlier
+spellings (`--dataset`, `--data_files`, `--batch_size`, ...) still work.
 
 It prints a table (per-class precision, recall, F1 and support, the macro average, accuracy,
 expected calibration error, the confusion matrix) and, as its last line, the JSON object of
@@ -22,8 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,84 +39,35 @@ def evaluate(
     overrides: dict[str, Any] | None = None,
     trainer_args: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The checkpoint's results on a test split, from one pass over it.
+    """The results of a checkpoint or an exported folder on a test split, from one plain pass
+    over it (`tscratch.cli.evaluate_export`: no Lightning, nothing printed).
 
     Args:
-        ckpt_path: a checkpoint written by tscratch fit.
-        overrides: data settings replacing the checkpoint's (`dataset`, `data_files`, ...);
-            None values are ignored.
-        trainer_args: `accelerator`, `devices` (1: one process sees every test row, none
-            twice) and `precision` for the Lightning Trainer.
+        ckpt_path: a checkpoint written by tscratch fit, or a folder written by tscratch export.
+        overrides: data settings replacing the checkpoint's (`dataset`, `data_files`, ...) or
+            naming a folder's data, and `batch_size`; None values are ignored.
+        trainer_args: `accelerator` (where the model runs: cpu, gpu, cuda, auto...) and
+            `precision` (32, bf16-mixed, 16-mixed), spelled as fit's.
 
     Returns:
-        `test/acc`, `test/f1` and `test/loss` as the task logs them (floats), and `report`:
+        `test/acc`, `test/f1` and `test/loss` (floats), and `report`:
         `classification_report`'s dict, with the checkpoint path and the loss added.
     """
+    # Imported here: `--help` and a bad flag need no torch.
+    from tscratch.cli.classifiers import torch_device
+    from tscratch.cli.evaluate_export import autocast_dtype, evaluate_checkpoint, evaluate_export
+
+    autocast_dtype((trainer_args or {}).get("precision"))  # before the slow part
     path = Path(ckpt_path)
-    if path.is_dir():  # an exported folder: no Lightning, the data named by the flags
-        from tscratch.cli.evaluate_export import evaluate_export
-
-        given = {k: v for k, v in (overrides or {}).items() if v is not None}
-        return evaluate_export(path, given, given.pop("batch_size", None) or 32)
-    if not path.is_file():
+    if not path.exists():
         raise MissingFile(f"--model {ckpt_path}: no such file or folder")
-    # Imported here: `--help`, a bad flag and an exported folder need none of Lightning.
-    import lightning as L
-
-    from tscratch.data.classification import TextClassificationData
-    from tscratch.training.checkpointing import read_checkpoint
-    from tscratch.training.classification import ClassificationTask
-    from tscratch.training.report import KeepTestLogits, classification_report
-
-    checkpoint = read_checkpoint(path)  # once; CRC-checked, data only: one line if broken
-    model = ClassificationTask.from_checkpoint(checkpoint)
-    if model.tokenizer_json is None:
-        raise UserError(f"{path} holds no tokenizer; was it saved by tscratch?")
-    if model.multi_label is not None:  # the report (confusion, calibration) is single-label
-        raise UserError(
-            f"{path} is a multi-label model; tscratch test reports single-label models only: "
-            "tscratch fit tests it at the end of training with its tuned thresholds "
-            "(test/f1 macro, test/f1_micro, test/acc exact match)"
-        )
-    data_args = {
-        k: v
-        for k, v in checkpoint.get("datamodule_hyper_parameters", {}).items()
-        if not k.startswith("_")
-    }
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if overrides.get("dataset") is not None:
-        # Other data: none of the training source's settings apply to it.
-        for key in (*_DATA_KEYS, "train_rows"):  # train_rows drew from the training source
-            data_args.pop(key, None)
-    overrides.pop("seed", None)  # the checkpoint's split seed is its own
-    data_args.update(overrides)
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer_file = Path(tmp) / "tokenizer.json"
-        tokenizer_file.write_text(model.tokenizer_json, encoding="utf-8")
-        data_args["tokenizer"] = str(tokenizer_file)
-        data_args["max_length"] = model.max_length or data_args.get("max_length", 256)
-        data = TextClassificationData(**data_args)
-        if list(data.label_names) != list(model.label_names):
-            raise UserError(
-                f"the data's labels {data.label_names} differ from the model's "
-                f"{model.label_names}; evaluate on data with the same label set"
-            )
-        keep = KeepTestLogits()
-        trainer = L.Trainer(
-            **{"devices": 1, **(trainer_args or {})},
-            logger=False,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-            callbacks=[keep],
-        )
-        (metrics,) = trainer.test(model, datamodule=data, verbose=False)
-    metrics = {k: float(v) for k, v in metrics.items()}
-    report = {
-        "checkpoint": str(path),
-        **classification_report(*keep.result(), model.label_names),
-        "loss": metrics["test/loss"],
-    }
-    return {**metrics, "report": report}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    batch_size = given.pop("batch_size", None)
+    device = torch_device((trainer_args or {}).get("accelerator") or "auto")
+    precision = (trainer_args or {}).get("precision")
+    if path.is_dir():  # an exported folder: the data named by the flags
+        return evaluate_export(path, given, batch_size or 32, device, precision)
+    return evaluate_checkpoint(path, given, batch_size, device, precision)
 
 
 def parser() -> ArgumentParser:
@@ -167,10 +118,7 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(
             f"--trainer.devices ({args.devices}): tscratch test evaluates on one device; pass 1"
         )
-    trainer_args = {"accelerator": args.accelerator, "devices": args.devices}
-    if args.precision is not None:
-        trainer_args["precision"] = args.precision
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 with torch 2.13
+    trainer_args = {"accelerator": args.accelerator, "precision": args.precision}
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         raise UserError(f"--output {args.output} is a file; give a folder (made if missing)")
     if args.config is not None:

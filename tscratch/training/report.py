@@ -2,9 +2,11 @@
 
 `classification_report` turns the logits and labels of one pass over a split into a plain dict
 (JSON-ready); `format_report` renders it as a text table and `write_report` saves it as JSON,
-CSV and a picture. `KeepTestLogits` is the Lightning callback that gathers the logits of a
-`trainer.test` pass, so the report needs no second pass over the data. The scores come from
-torchmetrics, so the macro-F1 here is the `test/f1` the task logs.
+CSV and a picture. The scores are computed from the confusion matrix in plain torch, defined
+as torchmetrics defines them (the macro-F1 here is the `test/f1` the task logs;
+`tests/training/test_report.py` checks them against torchmetrics): importing torchmetrics
+would cost `tscratch test` seconds more than its whole pass over a test split. Neither
+Lightning nor torchmetrics is imported.
 """
 
 from __future__ import annotations
@@ -14,19 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
 from torch import Tensor
-from torchmetrics.functional.classification import (
-    multiclass_accuracy,
-    multiclass_calibration_error,
-    multiclass_confusion_matrix,
-    multiclass_f1_score,
-    multiclass_precision,
-    multiclass_recall,
-)
-
-from tscratch.training.pictures import confusion_figure
 
 ECE_BINS = 15
 
@@ -56,35 +47,53 @@ def classification_report(logits: Tensor, labels: Tensor, label_names: list[str]
         counts: row = true class, column = predicted class).
     """
     C = len(label_names)
-    # Probabilities, not logits: torchmetrics takes scores that all lie in [0, 1] for
-    # probabilities, so raw logits would sometimes skip the softmax of the ECE.
     probs = logits.detach().float().cpu().softmax(-1)  # (N, C)
     labels = labels.detach().long().cpu()  # (N,)
-    scores = {
-        name: [f(probs, labels, C, average=avg).tolist() for avg in (None, "macro")]
-        for name, f in (
-            ("precision", multiclass_precision),
-            ("recall", multiclass_recall),
-            ("f1", multiclass_f1_score),
-        )
+    confidence, predicted = probs.max(dim=-1)  # (N,), (N,): the first of equal maxima
+    confusion = torch.bincount(labels * C + predicted, minlength=C * C).view(C, C)  # (C, C)
+    tp = confusion.diag().double()  # (C,)
+    support, guessed = confusion.sum(dim=1).double(), confusion.sum(dim=0).double()  # (C,)
+    per_score = {
+        "precision": _ratio(tp, guessed),
+        "recall": _ratio(tp, support),
+        "f1": _ratio(2 * tp, support + guessed),
     }
-    confusion = multiclass_confusion_matrix(probs, labels, C)  # (C, C)
-    support = confusion.sum(dim=1).tolist()  # (C,) true examples of each class
+    seen = (support + guessed) > 0  # the classes a macro average counts
     per_class = [
-        {"label": name, **{k: v[0][c] for k, v in scores.items()}, "support": support[c]}
+        {
+            "label": name,
+            **{k: float(v[c]) for k, v in per_score.items()},
+            "support": int(support[c]),
+        }
         for c, name in enumerate(label_names)
     ]
-    ece = multiclass_calibration_error(probs, labels, C, n_bins=ECE_BINS, norm="l1")
+    macro = {k: float(v[seen].mean()) if seen.any() else 0.0 for k, v in per_score.items()}
     return {
         "label_names": list(label_names),
         "num_examples": len(labels),
-        "accuracy": multiclass_accuracy(probs, labels, C, average="micro").item(),
-        **{f"macro_{k}": v[1] for k, v in scores.items()},
-        "ece": ece.item(),
+        "accuracy": float(tp.sum() / max(len(labels), 1)),
+        **{f"macro_{k}": v for k, v in macro.items()},
+        "ece": expected_calibration_error(confidence, predicted.eq(labels), ECE_BINS),
         "ece_bins": ECE_BINS,
         "per_class": per_class,
         "confusion_matrix": confusion.tolist(),
     }
+
+
+def _ratio(top: Tensor, bottom: Tensor) -> Tensor:
+    """top / bottom, 0 where bottom is 0 (a class never predicted has precision 0)."""
+    return torch.where(bottom > 0, top / bottom.clamp(min=1), torch.zeros_like(top))
+
+
+def expected_calibration_error(confidence: Tensor, correct: Tensor, bins: int) -> float:
+    """Top-label ECE of confidences (N,) and whether each top label was right (N,), over
+    ``bins`` equal-width bins [m/bins, (m+1)/bins); a confidence of exactly 1 has a bin of its
+    own, as in torchmetrics' `multiclass_calibration_error` (norm "l1"), its reference."""
+    index = torch.bucketize(confidence, torch.linspace(0, 1, bins + 1), right=True) - 1  # (N,)
+    right = torch.zeros(bins + 1).index_add_(0, index, correct.float())  # (bins+1,)
+    sure = torch.zeros(bins + 1).index_add_(0, index, confidence)
+    gap = (right - sure).abs()  # |accuracy - mean confidence| x examples, per bin
+    return float(gap.sum() / max(len(confidence), 1))  # weighted by each bin's share
 
 
 def format_report(report: dict) -> str:
@@ -122,6 +131,8 @@ def write_report(report: dict[str, Any], folder: str | Path) -> list[Path]:
     - `confusion_matrix.csv`: rows = true label, columns = predicted label, both named;
     - `confusion_matrix.png`: the same counts drawn by `pictures.confusion_figure`.
     """
+    from tscratch.training.pictures import confusion_figure  # Lightning: only for --output
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     names = report["label_names"]
@@ -139,31 +150,3 @@ def write_report(report: dict[str, Any], folder: str | Path) -> list[Path]:
     picture = folder / "confusion_matrix.png"
     confusion_figure(torch.tensor(report["confusion_matrix"]), names).savefig(picture, dpi=120)
     return [*paths, picture]
-
-
-class KeepTestLogits(L.Callback):
-    """Keeps the logits (N, C) and labels (N,) of a `trainer.test` pass, on the CPU: the
-    logits `test_step` returns (as `validation_step` does for the pictures)."""
-
-    def __init__(self) -> None:
-        self._logits: list[Tensor] = []
-        self._labels: list[Tensor] = []
-
-    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._logits, self._labels = [], []
-
-    def on_test_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Tensor,
-        batch: dict[str, Tensor],
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._logits.append(outputs.detach().float().cpu())
-        self._labels.append(batch["labels"].cpu())
-
-    def result(self) -> tuple[Tensor, Tensor]:
-        """The logits (N, C) and labels (N,) of the last test pass, in loader order."""
-        return torch.cat(self._logits), torch.cat(self._labels)
