@@ -83,11 +83,27 @@ def parse_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
                 f"unknown option {arg}; the sweep's own are listed by --help, and tscratch fit "
                 f"options passed to every trial start with --model., --data. or --trainer."
             )
+    if (mistake := fit_mistake(fixed)) is not None:  # before optuna and Lightning load
+        raise UserError(f"tscratch fit rejects the sweep's config and options: {mistake}")
     if options.n_trials < 1:
         raise UserError(f"--n_trials ({options.n_trials}) must be at least 1")
     if options.timeout is not None and not options.timeout > 0:
         raise UserError(f"--timeout ({options.timeout}) must be a positive number of seconds")
     return options, fixed
+
+
+def fit_mistake(fixed: list[str]) -> str | None:
+    """The line tscratch fit's parser prints for the options of `fixed` it does not know, read
+    from its option names (`tscratch.cli.precheck`), or None."""
+    import json
+
+    from tscratch.cli.precheck import NAMES, unknown_options
+
+    try:
+        names = json.loads(NAMES.read_text(encoding="utf-8"))["fit"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return unknown_options(fixed, names["options"], names["groups"], "fit")
 
 
 def main(args: list[str] | None = None) -> int:
