@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import REPO, script_env
 from tests.test_docs import DOCS, aliases, invocations, shell_snippets
-from tscratch.cli import fit_quick, parsing, precheck
+from tscratch.cli import fit_help, fit_quick, parsing, precheck
 from tscratch.configs import configs_for
 from tscratch.errors import UserError
 
@@ -259,7 +259,7 @@ def test_fit_help_is_one_screen_of_what_a_first_run_needs(capsys):
     assert all(len(line) <= 100 for line in lines)
     for name in configs_for("fit"):
         assert any(line.startswith(f"  {name} ") for line in lines), name
-    for flags in precheck.FIRST_SCREEN.values():
+    for flags in fit_help.FIRST_SCREEN.values():
         for flag in flags:
             assert any(line.startswith(f"  {flag} ") for line in lines), flag
     assert "--help-all" in text and "pretrain_tiny" not in text
@@ -267,7 +267,7 @@ def test_fit_help_is_one_screen_of_what_a_first_run_needs(capsys):
 
 
 def test_a_config_line_is_its_first_sentence():
-    assert precheck.config_line("tiny") == (
+    assert fit_help.config_line("tiny") == (
         "Trains in seconds: the smoke config for tests and quick checks."
     )
     assert (REPO / "tscratch" / "configs" / "tiny.yaml").is_file()

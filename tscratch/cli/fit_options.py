@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tscratch.cli.fit import TScratchCLI, trainer_defaults
+from tscratch.cli.fit_help import FIRST_SCREEN
 from tscratch.cli.fit_quick import NOT_DATA, OPTIONS, TEXT_OPTIONS
 from tscratch.cli.launch import build_cli
-from tscratch.cli.precheck import FIRST_SCREEN, NAMES
+from tscratch.cli.precheck import NAMES
 from tscratch.data.classification import TextClassificationData
 from tscratch.training.classification import ClassificationTask
 

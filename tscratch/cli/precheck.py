@@ -18,64 +18,29 @@ This reading only ever refuses: anything it is not sure of (a value it cannot re
 a class option such as `--trainer.callbacks.patience`, a config file it cannot read, a folder,
 a hub id, parquet or JSON columns, a column left to be guessed) goes on to the full parser,
 which judges and says the same.
-`tscratch fit --help` is the first screen a user needs (`fit_help`); `--help-all` is the full
-parser's whole list.
+`tscratch fit --help` is the first screen a user needs (`tscratch.cli.fit_help`); `--help-all`
+is the full parser's whole list.
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tscratch.cli.fit_help import HELP_ALL
 from tscratch.cli.parsing import did_you_mean
-from tscratch.configs import CONFIGS, configs_for, packaged_config
+from tscratch.configs import CONFIGS, FIT_DEFAULTS, OPTION_NAMES, packaged_config
 from tscratch.errors import UserError
 
-NAMES = CONFIGS / "cli_options.json"
+NAMES = OPTION_NAMES
 """By command: its parser's option strings, its groups (`--data`...: a config of their own
 whose keys are options too) and, for fit, the help of the options on its first screen."""
 CHECKED = ("fit", "pretrain", "fit-seq2seq")
 """The commands whose parser is a LightningCLI (built only after this reading)."""
-OPTIONS = CONFIGS / "fit_options.json"
+OPTIONS = FIT_DEFAULTS
 """fit's parser defaults (`tscratch.cli.fit_quick.OPTIONS`, which imports the planner)."""
-HELP_ALL = "--help-all"
-"""The flag that shows the full parser's `--help` instead of fit's first screen."""
-
-FIRST_SCREEN: dict[str, tuple[str, ...]] = {
-    "data": (
-        "--data.dataset",
-        "--data.text_column",
-        "--data.label_column",
-        "--data.max_length",
-        "--data.batch_size",
-        "--data.train_rows",
-    ),
-    "recipe and plan": ("--recipe", "--plan"),
-    "model": (
-        "--model.d_model",
-        "--model.num_heads",
-        "--model.num_layers",
-        "--model.dropout",
-        "--model.lr",
-        "--model.init_from",
-    ),
-    "training": (
-        "--trainer.max_epochs",
-        "--trainer.max_steps",
-        "--trainer.precision",
-        "--trainer.accelerator",
-        "--trainer.devices",
-        "--trainer.default_root_dir",
-        "--ckpt_path",
-        "--seed_everything",
-        "--test",
-        "--baseline",
-    ),
-}
-"""The options `tscratch fit --help` shows, by heading (their help comes from the parser)."""
 
 
 def precheck(command: str, args: Sequence[str]) -> int | None:
@@ -86,6 +51,8 @@ def precheck(command: str, args: Sequence[str]) -> int | None:
     if HELP_ALL in args:  # the full parser's --help
         return None
     if command == "fit" and any(a in ("-h", "--help") for a in args):
+        from tscratch.cli.fit_help import fit_help
+
         print(fit_help())
         return 0
     try:
@@ -268,80 +235,3 @@ def _is_data_files(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and names(v) for k, v in value.items())
     return names(value)
-
-
-def fit_help(width: int = 100) -> str:
-    """`tscratch fit --help`: the options a first run needs, the packaged configs by name with
-    one line each, and where the rest is."""
-    import yaml
-
-    helps = json.loads(NAMES.read_text(encoding="utf-8"))["fit"]["help"]
-    defaults = json.loads(OPTIONS.read_text(encoding="utf-8"))
-    merge = yaml.safe_load((CONFIGS / "default.yaml").read_text(encoding="utf-8"))
-    lines = [
-        "usage: tscratch fit [-c CONFIG] [--data.dataset SOURCE] [--OPTION VALUE ...]",
-        "",
-        "Train a text classifier, test its best checkpoint on the test split and print a summary.",
-        f"The options a first run needs; `tscratch fit {HELP_ALL}` lists every option (Lightning's",
-        "Trainer's included); `--print_config` prints the whole config a command line makes.",
-        "",
-        "configs (-c NAME or -c FILE.yaml; without -c, default.yaml):",
-    ]
-    names = configs_for("fit")
-    pad = max(map(len, names)) + 2
-    for name in names:
-        lines.append(_cut(f"  {name:<{pad}}{config_line(name)}", width))
-    for heading, flags in FIRST_SCREEN.items():
-        lines += ["", f"{heading}:"]
-        for flag in flags:
-            default = _default(flag, defaults, merge)
-            shown = "" if default in (None, False) else f" (default: {default})"
-            text = textwrap.wrap(
-                first_sentence(helps[flag]) + shown,
-                width=width,
-                initial_indent=f"  {flag:<26} ",
-                subsequent_indent=" " * 29,
-            )
-            lines += text if len(text) <= 2 else [text[0], _cut(text[1] + " ...", width)]
-    lines += [
-        "",
-        "help:",
-        f"  {'-h, --help':<26} this screen",
-        f"  {HELP_ALL:<26} every option, Lightning's Trainer's included (builds the full parser)",
-    ]
-    return "\n".join(lines)
-
-
-def _default(flag: str, defaults: dict[str, Any], merged: dict[str, Any]) -> Any:
-    """The value a command line without the flag and without -c gets (default.yaml's)."""
-    value: Any = None
-    for source in (defaults, merged):
-        node: Any = source
-        for part in flag[2:].split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        value = node if node is not None else value
-    return None if value == "<object>" else value
-
-
-def first_sentence(text: str) -> str:
-    """``text``'s first sentence, on one line."""
-    flat = " ".join(text.split())
-    end = flat.find(". ")
-    return flat if end < 0 else flat[: end + 1]
-
-
-def config_line(name: str) -> str:
-    """The packaged config's first sentence: the opening comment of its YAML file."""
-    comment = []
-    for line in Path(packaged_config(name)).read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        comment.append(line.lstrip("# "))
-    return first_sentence(" ".join(comment))
-
-
-def _cut(line: str, width: int) -> str:
-    """``line`` cut at a word to fit ``width``, ending in "..." where cut."""
-    if len(line) <= width:
-        return line
-    return line[: width - 3].rsplit(" ", 1)[0].rstrip(" ,;:(") + " ..."

@@ -13,6 +13,11 @@ from tscratch.errors import UserError
 
 CONFIGS = Path(__file__).resolve().parent
 """The folder of the packaged YAML files."""
+FIT_DEFAULTS = CONFIGS / "fit_options.json"
+"""fit's parser defaults, read instead of building the parser (`tscratch.cli.fit_options`)."""
+OPTION_NAMES = CONFIGS / "cli_options.json"
+"""The option names of fit, pretrain and fit-seq2seq and the help of fit's first screen, read
+instead of building their parsers (`tscratch.cli.fit_options`)."""
 
 
 def packaged_config(name: str) -> str:
