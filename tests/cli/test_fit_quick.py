@@ -36,8 +36,8 @@ def _plans(monkeypatch, data, args: list) -> tuple:
     """The plan `quick_plan` makes and the one fit's full parser makes from ``args``."""
     made = []
 
-    def record(config, given=()):
-        made.append(original(config, given))
+    def record(config, given=(), metric="val/acc"):
+        made.append(original(config, given, metric))
         return made[-1]
 
     original = planner.make_plan

@@ -101,6 +101,45 @@ def test_early_stopping_ends_the_run_and_says_where_the_schedule_stood(fit_args,
     assert (state["epoch"], state["global_step"]) == (1, 4)  # optimizer steps, not batches
 
 
+def test_patience_stops_the_run_keeps_the_best_and_saves_its_count(fit_args, caplog, tmp_path):
+    # A learning rate of 1e-12 leaves every prediction as it was: no validation improves on the
+    # first, so patience 2 ends the run after its third of 6 epochs (2 steps each).
+    args = [*fit_args, "--test", "false", "--trainer.max_epochs", "6", "--patience", "2"]
+    args += ["--trainer.limit_train_batches", "2", "--model.lr", "1e-12"]
+    with caplog.at_level("INFO", logger="tscratch"):
+        assert main(args) == 0
+    assert re.search(
+        r"stopped early in epoch 3 at step 6 of the scheduled 6 epochs \(12 steps\): val/acc did "
+        r"not improve for 2 validations \(best \d\.\d{4}\); the best checkpoint is the model\n",
+        caplog.text,
+    ), caplog.text
+    run = tmp_path / "root" / "lightning_logs" / "version_0"
+    assert yaml.safe_load((run / "config.yaml").read_text())["patience"] == 2
+    state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    stopper = state["callbacks"]["EarlyStopping{'monitor': 'val/acc', 'mode': 'max'}"]
+    assert (state["epoch"], stopper["wait_count"], stopper["patience"]) == (2, 2, 2)  # resumable
+    assert sorted(p.name for p in (run / "checkpoints").glob("best-*")) == [
+        "best-epoch0-step2.ckpt"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--patience", "0"],
+         "--patience 0: give a number of validations (1 or more), auto, or null"),
+        (["--patience", "2", "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor",
+          "val/loss"],
+         "--patience 2 and the command's EarlyStopping callback both decide when to stop; drop "
+         "one (--patience null keeps the callback alone)"),
+    ],
+)  # fmt: skip
+def test_a_patience_that_cannot_work_is_one_error_line(fit_args, capsys, tmp_path, flags, message):
+    assert main([*fit_args, *flags]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not (tmp_path / "root").exists()
+
+
 def test_a_run_that_is_not_stopped_says_nothing_about_it(fit_args, caplog):
     args = [*fit_args, "--test", "false", "--trainer.limit_train_batches", "1"]
     args += ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor", "val/loss"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 from jsonargparse import Namespace
+from lightning.pytorch.callbacks import EarlyStopping
 
 from tests.cli.test_distill import _args, _write
 from tests.helpers import fit_in_process
@@ -24,6 +25,7 @@ from tscratch.nn.positions import POSITIONS, position_is_learned, position_schem
 from tscratch.recipe import commands
 from tscratch.recipe.estimate import clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
+from tscratch.recipe.planner import early_stopping_given, validations
 from tscratch.recipe.settings import Choice, DataProfile
 from tscratch.recipe.stages import schedule
 
@@ -104,6 +106,25 @@ def test_passes_and_steps_follow_whichever_limit_ends_the_run(epochs, max_steps,
     assert schedule(10, trainer) == expected
 
 
+@pytest.mark.parametrize(
+    ("interval", "every", "expected"),
+    [(None, 1, 6), (1.0, 1, 6), (0.25, 1, 30), (0.3, 1, 18), (4, 1, 12), (50, 1, 6), (25, None, 2),
+     (None, 2, 3), (0.5, 3, 4)],
+)  # fmt: skip
+def test_validations_count_the_trainers_interval_and_epochs_between(interval, every, expected):
+    trainer = Namespace(val_check_interval=interval, check_val_every_n_epoch=every)
+    assert validations(6, 10, trainer) == expected  # 6 passes of 10 batches
+
+
+def test_an_early_stopping_callback_of_the_command_is_found():
+    named = Namespace(class_path="lightning.pytorch.callbacks.EarlyStopping")
+    assert early_stopping_given(Namespace(callbacks=[named]))
+    assert early_stopping_given(Namespace(callbacks=[EarlyStopping(monitor="val/acc")]))
+    other = Namespace(class_path="lightning.pytorch.callbacks.LearningRateMonitor")
+    assert not early_stopping_given(Namespace(callbacks=[other]))
+    assert not early_stopping_given(Namespace(callbacks=None))
+
+
 def test_clock_reads_as_a_person_would_say_it():
     assert [clock(s) for s in (0.2, 45, 89.6, 600, 7_300)] == [
         "1 s", "45 s", "90 s", "10 min", "2 h 02 min"
@@ -159,9 +180,27 @@ def test_plan_prints_the_plan_and_trains_nothing(data):
     assert code == 0, log
     assert "plan: recipe pretrain (asked for with --recipe)" in log
     assert re.search(r"  pretrain\s+masked-LM on the training texts", log)
-    assert re.search(r"  fine-tune\s+on the labels\s+\d+ passes over 150 texts", log)
+    assert re.search(r"  fine-tune\s+on the labels\s+1 pass over 128 of 150 texts", log)
     assert re.search(r"  model.position\s+alibi\s+the stage's and the model's scheme", log)
+    assert not re.search(r"  patience\s", log)  # _args' tiny config: no `patience: auto`
     assert not root.exists()  # no run folder, no stage folder
+
+
+def test_patience_auto_is_planned_from_the_validations_and_stated(data):
+    args = _args(data["data"], data["base"] / "patient", "--trainer.max_epochs", "20",
+                 "--patience", "auto", "--plan")  # fmt: skip
+    code, log = fit_in_process(args, data["cache"])
+    assert code == 0, log
+    assert re.search(r"  fit\s+on the labels\s+at most 20 passes over 128 of 150 texts", log), log
+    assert re.search(
+        r"  patience\s+5\s+stop when val/acc has not improved for 5 of the 20 validations "
+        r"planned \(25%, at least 3\); the best checkpoint is kept",
+        log,
+    ), log
+    own = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor", "val/loss"]
+    code, log = fit_in_process([*args, *own], data["cache"])
+    assert code == 0, log
+    assert re.search(r"  patience\s+None\s+the command's own EarlyStopping callback", log), log
 
 
 def test_a_refusal_the_main_run_would_make_comes_before_the_stage(data, capsys):

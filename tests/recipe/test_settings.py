@@ -144,3 +144,21 @@ def test_a_text_pair_profile_counts_the_characters_of_both_texts():
     profile = training_profile(LabeledSplits(train, train, train, ["a", "b"]), pairs=True)
     assert profile.character_tokens == 6 + 4 + 4 + 3
     assert recipe.bigram_buckets(profile).value == 65536
+
+
+@pytest.mark.parametrize(
+    ("validations", "expected"),
+    [(40, 10), (12, 3), (13, 4), (7, 3), (4, 3), (3, None), (1, None)],
+)
+def test_patience_is_a_quarter_of_the_validations_at_least_three(validations, expected):
+    choice = recipe.patience(validations, "val/acc")
+    assert (choice.option, choice.value) == ("patience", expected)
+    if expected is None:  # no room to stop before the budget ends: no stopper at all
+        assert (
+            choice.reason
+            == f"{validations} validations planned: too few to stop before the budget ends"
+        )
+    else:
+        assert choice.reason.startswith(
+            f"stop when val/acc has not improved for {expected} of the {validations} validations"
+        )

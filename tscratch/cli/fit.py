@@ -59,7 +59,12 @@ from tscratch.cli.fit_quick import given_options
 from tscratch.cli.fit_report import baseline_bar, log_final_metrics, summary
 from tscratch.cli.fit_resume import RUNS, resolve_ckpt_path
 from tscratch.cli.fit_stages import run_stages
-from tscratch.cli.fit_stopping import check_early_stopping, early_stop_note
+from tscratch.cli.fit_stopping import (
+    add_before_checkpoints,
+    check_early_stopping,
+    early_stop_note,
+    patience_stopper,
+)
 from tscratch.cli.fit_teacher import TeacherModel, check_teacher_options
 from tscratch.cli.launch import build_cli, console
 from tscratch.cli.stages import StageInterrupted
@@ -183,6 +188,14 @@ class TScratchCLI(LightningCLI):
                 "from the data) and stop, training nothing.",
             )
             parser.add_argument(
+                "--patience",
+                type=int | Literal["auto"] | None,
+                default=None,
+                help="Stop training when the best checkpoint's metric has not improved for this "
+                "many validations (the best checkpoint is kept); auto: chosen by the plan from "
+                "the validations it plans (default.yaml's choice); null: train the whole budget.",
+            )
+            parser.add_argument(
                 "--pretrain_tokens",
                 type=int | None,
                 default=None,
@@ -256,7 +269,7 @@ class TScratchCLI(LightningCLI):
             self.pretrained = self._adopt_init_source(config)
         settle_token_types(config)  # text pairs need token types 0 and 1
         if self.plans:
-            self.plan = make_plan(config, self.given)
+            self.plan = make_plan(config, self.given, self.best_metric[0])
             log.info(self.plan.render())
             if config.get("plan"):
                 raise PlanShown
@@ -336,11 +349,15 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
             teacher = TeacherModel(model.hparams.teacher, device=device)
             cli.datamodule.distill_from(teacher)
         cli.check_resume()
+        if (stopper := patience_stopper(config, cli.best_metric)) is not None:
+            add_before_checkpoints(trainer, stopper)
         check_early_stopping(trainer.early_stopping_callbacks, model.validation_metrics())
         if cli.plan is not None:
             trainer.callbacks.append(PlanFile(cli.plan))
         trainer.fit(model, datamodule=cli.datamodule, ckpt_path=config.ckpt_path)
-        if not trainer.interrupted and (note := early_stop_note(trainer, model.scheduled_steps)):
+        if not trainer.interrupted and (
+            note := early_stop_note(trainer, model.scheduled_steps, stopper)
+        ):
             log.info(note)
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None

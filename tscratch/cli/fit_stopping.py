@@ -13,12 +13,14 @@ way (it was sized for every scheduled step), so tscratch fit says so, and how to
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import EarlyStopping
+from lightning.pytorch.callbacks import Checkpoint, EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
 from tscratch.errors import UserError
+from tscratch.recipe.planner import check_patience
 
 _BETTER = {"max": "higher", "min": "lower"}
 
@@ -48,9 +50,36 @@ def check_early_stopping(callbacks: Iterable[EarlyStopping], metrics: Mapping[st
             )
 
 
-def early_stop_note(trainer: L.Trainer, scheduled_steps: int | None) -> str | None:
+def patience_stopper(config: Any, metric: tuple[str, str]) -> EarlyStopping | None:
+    """The `EarlyStopping` that `--patience N` asks for (the plan's choice under `auto`),
+    watching ``metric`` (name, mode), the best checkpoint's; None without a number."""
+    check_patience(config)
+    patience = config.get("patience")
+    if not isinstance(patience, int):  # None, or `auto` where no plan ran
+        return None
+    name, mode = metric
+    return EarlyStopping(monitor=name, mode=mode, patience=patience)
+
+
+def add_before_checkpoints(trainer: L.Trainer, callback: L.Callback) -> None:
+    """Add ``callback`` to a built Trainer ahead of its checkpoint callbacks, as the Trainer
+    orders those it is built with: a checkpoint written at an epoch's end then holds the
+    callback's state after that epoch (a stopper's count of validations without improvement),
+    so a resume from it is exact. Appended, it would run after them and be saved one epoch
+    behind."""
+    position = next(
+        (i for i, c in enumerate(trainer.callbacks) if isinstance(c, Checkpoint)),
+        len(trainer.callbacks),
+    )
+    trainer.callbacks.insert(position, callback)
+
+
+def early_stop_note(
+    trainer: L.Trainer, scheduled_steps: int | None, planned: EarlyStopping | None = None
+) -> str | None:
     """What tscratch fit prints when an `EarlyStopping` ended the run (None when none did): where it
-    stopped, against what was scheduled, and where that left the learning-rate schedule."""
+    stopped, against what was scheduled, and where that left the learning-rate schedule; for
+    the ``planned`` stopper (`--patience`), that the best checkpoint is the model."""
     stopped = [
         cb
         for cb in trainer.early_stopping_callbacks
@@ -70,14 +99,16 @@ def early_stop_note(trainer: L.Trainer, scheduled_steps: int | None) -> str | No
             " Signaling Trainer to stop."
         )
     if trainer.max_steps not in (None, -1):
-        planned = f"the scheduled {trainer.max_steps} steps"
+        budget = f"the scheduled {trainer.max_steps} steps"
     else:
-        planned = f"the scheduled {trainer.max_epochs} epochs ({scheduled_steps} steps)"
+        budget = f"the scheduled {trainer.max_epochs} epochs ({scheduled_steps} steps)"
+    stop = f"stopped early in epoch {callback.stopped_epoch + 1} at step {step} of {budget}: {why}"
+    if callback is planned:
+        return f"{stop}; the best checkpoint is the model"
     group = trainer.optimizers[0].param_groups[0] if trainer.optimizers else {}
     reached = group.get("lr", 0.0) / group["initial_lr"] if group.get("initial_lr") else None
     where = "" if reached is None else f" and stood at {reached:.0%} of its peak rate"
     return (
-        f"stopped early in epoch {callback.stopped_epoch + 1} at step {step} of {planned}: "
-        f"{why}. The learning-rate schedule was sized for {scheduled_steps} steps{where}; "
+        f"{stop}. The learning-rate schedule was sized for {scheduled_steps} steps{where}; "
         f"for a schedule that ends with training, rerun with --trainer.max_steps {step}."
     )

@@ -127,10 +127,11 @@ class Plan:
 
 
 def write_settings(choices: Sequence[Choice], config: Any) -> None:
-    """Write each choice's value into ``config`` (a parsed namespace) at its option."""
+    """Write each choice's value into ``config`` (a parsed namespace) at its option ("group.name",
+    or a top-level "name")."""
     for choice in choices:
-        group, name = choice.option.split(".")
-        config[group][name] = choice.value
+        *group, name = choice.option.split(".")
+        (config[group[0]] if group else config)[name] = choice.value
 
 
 def shown(value: Any) -> str:

@@ -10,6 +10,7 @@ line's own values always win: an option the user gave (`given`) is never chosen 
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Collection, Sequence
 
@@ -27,7 +28,7 @@ from tscratch.recipe import commands, settings
 from tscratch.recipe.plan import Plan, write_settings
 from tscratch.recipe.rule import Decision, choose
 from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts
-from tscratch.recipe.stages import TEACHERS, Sizing, plan_stages
+from tscratch.recipe.stages import TEACHERS, Sizing, plan_stages, schedule
 from tscratch.training.losses import inverse_frequency
 from tscratch.training.precision import default_precision
 
@@ -56,12 +57,13 @@ copies))` passes (6 with 20 copies); students read longer peaked early on valida
 fell (docs/results.md)."""
 
 
-def make_plan(config: Namespace, given: Collection[str] = ()) -> Plan:
+def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val/acc") -> Plan:
     """The plan for ``config`` (parsed, `--model.init_from`'s architecture already adopted).
 
     Args:
         given: the options the command line or a `--config` file set ("group.name"): the plan
             never changes those.
+        metric: what the best checkpoint is chosen by (early stopping watches it).
     """
     data, model = config.data, config.model
     splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
@@ -87,6 +89,9 @@ def make_plan(config: Namespace, given: Collection[str] = ()) -> Plan:
     trainer = config.trainer
     precision = trainer.get("precision") or default_precision(trainer.get("accelerator"))
     sizing = Sizing(view, splits, profile, precision)
+    stopping = stopping_settings(sizing, metric)
+    write_settings(stopping, view)
+    chosen += stopping
     stages = plan_stages(sizing, decision.recipe, lang, teacher_init, frozen=own_vocabulary)
     if decision.recipe == "pretrain":
         notes.append("the model starts from the stage's encoder and tokenizer (--model.init_from)")
@@ -141,12 +146,31 @@ def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:
         task_note = "text pairs: the stages serve single texts"
     elif data.get("label_delimiter") is not None:
         task_note = "multi-label data: the stages serve single-label texts"
+    check_patience(config)
     asked = config.get("recipe") or "plain"
     if asked not in ("auto", "plain") and (start or task_note):
         raise UserError(
             f"--recipe {asked} cannot be used with {start or task_note}; drop one of them"
         )
     return start, task_note
+
+
+def check_patience(config: Namespace) -> None:
+    """Refuse a `--patience` that is not a number of validations, or one beside an
+    `EarlyStopping` the command adds itself (two stoppers would share one saved state);
+    `check_recipe_options` calls it."""
+    patience = config.get("patience")
+    if patience is None or patience == AUTO:
+        return
+    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        raise UserError(
+            f"--patience {patience}: give a number of validations (1 or more), auto, or null"
+        )
+    if early_stopping_given(config.trainer):
+        raise UserError(
+            f"--patience {patience} and the command's EarlyStopping callback both decide when "
+            "to stop; drop one (--patience null keeps the callback alone)"
+        )
 
 
 def reads_teacher_vocabulary(config: Namespace, teacher_init: str) -> bool:
@@ -259,6 +283,47 @@ def distillation_epochs(
         f"text and its copies are read at most ~{MAX_READINGS} times)"
     )
     return Choice("trainer.max_epochs", value, reason)
+
+
+def stopping_settings(sizing: Sizing, metric: str) -> list[Choice]:
+    """Early stopping's patience when `patience` is `auto` (`settings.patience`, from the
+    validations the run will make); none when the command adds its own `EarlyStopping`."""
+    view = sizing.view
+    if view.get("patience") != AUTO:
+        return []
+    if early_stopping_given(view.trainer):
+        why = "the command's own EarlyStopping callback decides when to stop"
+        return [Choice("patience", None, why)]
+    data = view.data
+    rows = sizing.profile.rows * (1 + (data.get("augment_copies") or 0))
+    batches = sizing.limit("train", math.ceil(rows / data.batch_size))
+    passes, _ = schedule(batches, view.trainer)
+    return [settings.patience(validations(passes, batches, view.trainer), metric)]
+
+
+def validations(passes: int, batches: int, trainer: Namespace) -> int:
+    """Validations in ``passes`` of ``batches`` under the trainer's `val_check_interval` (a
+    share of a pass, or a number of batches) and `check_val_every_n_epoch`."""
+    interval = trainer.get("val_check_interval")
+    every = trainer.get("check_val_every_n_epoch")
+    if isinstance(interval, int) and interval > 0:
+        if every is None:  # counted across passes
+            return passes * batches // interval
+        per_pass = max(1, batches // interval)
+    elif isinstance(interval, float) and 0 < interval < 1:
+        per_pass = max(1, batches // max(1, int(batches * interval)))
+    else:
+        per_pass = 1
+    return passes // max(1, every or 1) * per_pass
+
+
+def early_stopping_given(trainer: Namespace) -> bool:
+    """Whether the trainer's callbacks (class paths or instances) hold an `EarlyStopping`."""
+    for callback in trainer.get("callbacks") or ():
+        name = callback.get("class_path", "") if isinstance(callback, Namespace) else ""
+        if (name or type(callback).__name__).rsplit(".", 1)[-1] == "EarlyStopping":
+            return True
+    return False
 
 
 def training_profile(splits: LabeledSplits, pairs: bool = False) -> DataProfile:

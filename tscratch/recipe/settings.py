@@ -25,6 +25,10 @@ with its reason, and the run's `config.yaml` records the values, not `auto`:
 - `trainer.max_epochs` (when neither it nor `max_steps` is given): a fixed budget of
   `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost), at least 2 and at
   most 40 passes: short or small data get more passes, each one cheap, large data fewer.
+- `patience` (top-level; default.yaml: `auto`): training stops when the best checkpoint's metric
+  has not improved for `PATIENCE_SHARE` of the planned validations, at least `MIN_PATIENCE`;
+  the best checkpoint is kept. The budget above is an upper bound sized for the data; where a
+  small set peaks early, the rest of it is spent learning the training rows by heart.
 
 Lengths are estimated without a tokenizer (`estimate_tokens`), so the profile costs one pass
 over the text and nothing depends on a tokenizer trained for one `max_length`.
@@ -51,6 +55,9 @@ VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
 TARGET_TOKENS = 7_000_000
 """Training tokens the epoch rule aims at (BBC News: 1,778 articles, ~890k tokens per epoch)."""
 EPOCH_RANGE = (2, 40)
+PATIENCE_SHARE = 0.25
+MIN_PATIENCE = 3
+"""Early stopping's patience: a quarter of the planned validations, at least 3 (`patience`)."""
 MAX_TOKEN_DROPOUT = 0.15
 SHORT, LONG = 16, 128
 """Median lengths (tokens) below which no token dropout is used, and from which the full rate."""
@@ -195,6 +202,20 @@ def max_epochs(profile: DataProfile, max_length: int | None) -> Choice:
         f"{low}-{high} passes)"
     )
     return Choice("trainer.max_epochs", value, reason)
+
+
+def patience(validations: int, metric: str) -> Choice:
+    """Stop after `PATIENCE_SHARE` of ``validations`` (at least `MIN_PATIENCE`) without a better
+    ``metric``; None when that leaves no room to stop before the budget ends."""
+    value = max(MIN_PATIENCE, math.ceil(PATIENCE_SHARE * validations))
+    if value >= validations:
+        reason = f"{validations} validations planned: too few to stop before the budget ends"
+        return Choice("patience", None, reason)
+    reason = (
+        f"stop when {metric} has not improved for {value} of the {validations} validations "
+        f"planned ({PATIENCE_SHARE:.0%}, at least {MIN_PATIENCE}); the best checkpoint is kept"
+    )
+    return Choice("patience", value, reason)
 
 
 def choose(

@@ -111,7 +111,9 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     copies = data.get("augment_copies") or 0
     rows = profile.rows * (1 + copies)
     batch = data.batch_size
-    epochs, steps = schedule(sizing.limit("train", math.ceil(rows / batch)), view.trainer)
+    whole = math.ceil(rows / batch)
+    per_pass = sizing.limit("train", whole)  # --trainer.limit_train_batches, if any
+    epochs, steps = schedule(per_pass, view.trainer)
     length = max(2, math.ceil(profile.tokens_per_epoch(data.max_length) / profile.rows))
     vocab = data.vocab_size if isinstance(data.vocab_size, int) else 8000  # given a tokenizer
     config = encoder(view.model, vocab)
@@ -126,7 +128,12 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     test = sizing.limit("test", math.ceil(len(sizing.splits.test) / eval_batch))
     seconds = SETUP_SECONDS + steps * train + (epochs * val + test) * infer
     shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
-    return Stage(name, what, f"{epochs} passes over {shown}", steps, seconds)
+    if per_pass < whole:  # a pass reads only the batches the limit lets through
+        shown = f"{per_pass * batch:,} of {shown}"
+    budget = f"{epochs} {'pass' if epochs == 1 else 'passes'} over {shown}"
+    if isinstance(view.get("patience"), int):  # early stopping may end it sooner
+        budget = f"at most {budget}"
+    return Stage(name, what, budget, steps, seconds)
 
 
 def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
