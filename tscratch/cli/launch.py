@@ -19,11 +19,17 @@ before their work starts: console output, packaged config names, and building th
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import sys
+import types
+import typing
 import warnings
+from collections.abc import Callable
 from typing import Any, NoReturn
 
+from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli import parsing
@@ -85,6 +91,34 @@ def console() -> None:
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
 
 
+def int_before_float(function: Callable) -> None:
+    """Puts `int` before `float` in ``function``'s annotations that hold both (in place).
+
+    jsonargparse tries a union's types in their order, so `Optional[Union[int, float]]` reads
+    `--trainer.limit_val_batches 1` as one batch and `Union[float, int]` as all of them (1.0).
+    typing caches unions and takes `Union[float, int]` for `Union[int, float]` (they compare
+    equal), so Trainer's annotations show whichever order the process created first: torch 2.11
+    creates `Union[float, int]` while Lightning is imported (torch._refs.linalg), and then every
+    `--trainer.limit_*_batches N` and tiny.yaml's `limit_test_batches: 2` turned into shares. A
+    `X | Y` union (`types.UnionType`) is not cached, so it keeps the order given here.
+    """
+    hints = function.__annotations__
+    try:  # annotations written as strings (`from __future__ import annotations`) too
+        resolved = typing.get_type_hints(function)
+    except Exception:  # a name only a type checker sees: those that resolve are what matter
+        resolved = {}
+    for name, hint in list(hints.items()):
+        hint = resolved.get(name, hint)
+        members = typing.get_args(hint)
+        if typing.get_origin(hint) not in (typing.Union, types.UnionType) or int not in members:
+            continue
+        if float not in members or members.index(int) < members.index(float):
+            continue
+        ordered = functools.reduce(operator.or_, sorted(members, key=lambda t: t is not int))
+        if typing.get_args(ordered)[0] is int:
+            hints[name] = ordered
+
+
 def build_cli(
     cli_class: type[LightningCLI],
     task: type,
@@ -96,6 +130,7 @@ def build_cli(
     """`cli_class(task, data)` on `args` (the command line when None), with config names
     resolved and `<default>.yaml` underneath when no `--config` is given; not yet run. Call
     `console()` first, before anything logs."""
+    int_before_float(Trainer.__init__)
     args, defaults = with_configs(sys.argv[1:] if args is None else args, default=default)
     prog = {} if parsing.PROG is None else {"prog": parsing.PROG}
     cli = cli_class(
