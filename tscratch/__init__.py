@@ -2,7 +2,8 @@
 
 The public API below is imported on first use (PEP 562), so `import tscratch` and the
 `tscratch` command's `--help` cost nothing until a name is touched: `tscratch.load` imports the
-export code (torch, tokenizers, safetensors), never Lightning.
+export code (torch, tokenizers, safetensors), never Lightning; `tscratch.fit` imports Lightning
+only when called.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ _EXPORTS = {
     "UserError": "tscratch.errors",
     "ExportedClassifier": "tscratch.export",
     "load": "tscratch.export",
+    "fit": "tscratch.cli.fit_api",
     "ClassifierOutput": "tscratch.model",
     "EncoderOutput": "tscratch.model",
     "TransformerClassifier": "tscratch.model",
@@ -54,6 +56,7 @@ __all__ = [
     "UserError",
     "__version__",
     "beam_search",
+    "fit",
     "generate",
     "greedy_search",
     "load",
@@ -74,6 +77,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
+    from tscratch.cli.fit_api import fit
     from tscratch.config import EncoderConfig
     from tscratch.errors import UserError
     from tscratch.export import ExportedClassifier, load

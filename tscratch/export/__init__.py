@@ -13,8 +13,9 @@
     model.int8.onnx      optional (`quantize=True`): the same graph with int8 linear weights
     training_config.yaml optional: the run's configuration as tscratch fit saved it
 
-`load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime;
-`from_checkpoint` builds the same object from a checkpoint in memory.
+`load` reads the folder back as an `ExportedClassifier` running on PyTorch or onnxruntime, or
+builds the same object from a checkpoint file (`opening.py`); `from_checkpoint` from a
+checkpoint already in memory.
 
 `load` checks the folder before it builds anything (see `folder.py`): config.json's `tokenizer`
 (sha256, vocab_size, special_tokens) identifies the tokenizer.json the model goes with.
@@ -39,10 +40,10 @@ from tscratch.export.folder import (
     export,
     from_checkpoint,
     is_export,
-    load,
     read_config,
 )
 from tscratch.export.onnx_graph import require_export_extra
+from tscratch.export.opening import load
 
 __all__ = [
     "CONFIG",
