@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import re
 import subprocess
 import sys
 import types
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 import tscratch
+from tests.helpers import REPO
 from tscratch.cli import fit as fit_command
 from tscratch.cli import fit_api
 from tscratch.errors import UserError
@@ -229,3 +231,14 @@ print(sorted(m for m in ("lightning", "torch", "pandas") if m in sys.modules))
     assert lines[1].startswith("fit() has no option trainer__max_epoch;")
     assert lines[2].startswith("text='body': train= has no such column")
     assert lines[3] == "[]"
+
+
+def test_the_example_of_using_md_runs(session):
+    """docs/using.md's `tscratch.fit` example, run as it is written."""
+    text = (REPO / "docs" / "using.md").read_text(encoding="utf-8")
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "tscratch.fit(" in b]
+    scope: dict = {}
+    exec(compile(example, "docs/using.md", "exec"), scope)
+    classifier, queries = scope["classifier"], ["a goal for the team", "software data code"]
+    assert classifier.labels == ["sport", "tech"]
+    assert tscratch.load("my-classifier").predict(queries) == classifier.predict(queries)
