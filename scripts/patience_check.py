@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             lost[(share, floor)].append(gap)
             saved[(share, floor)].append(1 - ran / len(values))
             cells.append(f"{ran} / {kept + 1} / {gap:.2f} / {1 - ran / len(values):.0%}")
-        name = run.name if run.name.startswith("version_") is False else str(run)
+        name = "/".join(run.parts[-2:])  # the dataset's folder and the seed's, say
         print(f"| {name} | {len(values)} | {best * 100:.2f} ({at}) | " + " | ".join(cells) + " |")
     print(
         "| mean | | | "
