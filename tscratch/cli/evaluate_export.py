@@ -94,14 +94,7 @@ def evaluate_checkpoint(
         )
     classifier = from_checkpoint(checkpoint, device)
     stored = checkpoint.get("datamodule_hyper_parameters") or {}
-    settings = {**_SPLIT_DEFAULTS, **{k: v for k, v in stored.items() if k in SPLIT_ARGS}}
-    given = {k: v for k, v in overrides.items() if v is not None and k in SPLIT_ARGS}
-    if given.get("dataset") is not None:  # other data: none of the source's settings apply
-        settings |= {key: _SPLIT_DEFAULTS.get(key) for key in _DATA_KEYS}
-    given.pop("seed", None)  # the checkpoint's split seed is its own
-    settings |= given
-    settings["train_rows"] = None  # it drew training rows only: the test split is whole
-    settings["cache_dir"] = stored.get("cache_dir")
+    settings = checkpoint_split_settings(checkpoint, overrides)
     names = list(classifier.labels)
     weights = hp.get("class_weights", "none")
     weight = None if isinstance(weights, str) else check_class_weights(weights, len(names), names)
@@ -118,6 +111,40 @@ def evaluate_checkpoint(
     return {k: result[k] for k in ("test/loss", "test/acc", "test/f1", "report")}  # fit's order
 
 
+def checkpoint_split_settings(
+    checkpoint: dict[str, Any], overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`load_labeled_splits`'s arguments for the run that wrote ``checkpoint``: its own data
+    and split, or the data ``overrides`` name (`dataset`, `data_files`, ...; the split seed
+    stays the checkpoint's). Validation and test come whole (`train_rows` dropped)."""
+    stored = checkpoint.get("datamodule_hyper_parameters") or {}
+    settings = {**_SPLIT_DEFAULTS, **{k: v for k, v in stored.items() if k in SPLIT_ARGS}}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None and k in SPLIT_ARGS}
+    if given.get("dataset") is not None:  # other data: none of the source's settings apply
+        settings |= {key: _SPLIT_DEFAULTS.get(key) for key in _DATA_KEYS}
+    given.pop("seed", None)  # the checkpoint's split seed is its own
+    settings |= given
+    settings["train_rows"] = None  # it drew training rows only: the other splits are whole
+    settings["cache_dir"] = stored.get("cache_dir")
+    return settings
+
+
+def split_logits(
+    classifier: ExportedClassifier,
+    split: Any,
+    batch_size: int,
+    device: str = "cpu",
+    precision: str | None = None,
+) -> Tensor:
+    """Float32 logits (N, C) of a labelled split's texts (and pairs), run as predict runs them."""
+    with torch.inference_mode(), _autocast(device, precision):
+        if classifier.reads_pairs:
+            logits = pair_logits(classifier, split["text"], split["text_pair"], batch_size)
+        else:
+            logits = document_logits(classifier, list(split["text"]), batch_size=batch_size)
+    return logits.float()
+
+
 def _score(
     classifier: ExportedClassifier,
     settings: dict[str, Any],
@@ -130,6 +157,7 @@ def _score(
     """The metrics and report of ``classifier`` (on ``device``) on the test split ``settings``
     make; ``loss`` of the logits and labels (default: plain cross-entropy); ``source``: (its
     key in the report, the path)."""
+    from tscratch.training.calibration import calibration
     from tscratch.training.report import classification_report
 
     if batch_size < 1:
@@ -142,15 +170,14 @@ def _score(
             "evaluate on data with the same label set"
         )
     test = splits.test
-    with torch.inference_mode(), _autocast(device, precision):
-        if classifier.reads_pairs:
-            logits = pair_logits(classifier, test["text"], test["text_pair"], batch_size)
-        else:
-            logits = document_logits(classifier, list(test["text"]), batch_size=batch_size)
-    logits = logits.float()  # (N, C)
+    logits = split_logits(classifier, test, batch_size, device, precision)  # (N, C)
     labels = torch.as_tensor(test["labels"], dtype=torch.long)  # (N,)
     value = float((loss or F.cross_entropy)(logits, labels))
-    report = {source[0]: source[1], **classification_report(logits, labels, names), "loss": value}
+    # The report's scores and ECE are of the probabilities the model gives: after scaling.
+    scaled = classification_report(logits / classifier.temperature, labels, names)
+    figures = calibration(logits, labels, classifier.temperature)
+    scaled |= {k: figures[k] for k in ("temperature", "ece_before_scaling")}
+    report = {source[0]: source[1], **scaled, "loss": value}
     metrics = {"test/acc": report["accuracy"], "test/f1": report["macro_f1"], "test/loss": value}
     return {**metrics, "report": report}
 

@@ -52,6 +52,7 @@ from jsonargparse import Namespace
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from tscratch.cli.calibrate import calibrate_run
 from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
 from tscratch.cli.fit_pairs import settle_token_types
 from tscratch.cli.fit_plan import PlanFile, PlanShown, save_plan
@@ -359,6 +360,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
             note := early_stop_note(trainer, model.scheduled_steps, stopper)
         ):
             log.info(note)
+        calibrate_run(trainer)  # temperature scaling: T into the best checkpoint and last.ckpt
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
             trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)

@@ -73,6 +73,7 @@ def model_card(
             else f"texts are cut to {config['max_length']} tokens."
         ),
         f"- Labels (index = class id): {', '.join(f'`{name}`' for name in labels)}.",
+        *_temperature(config, checkpoint.get("calibration")),
         "",
         "## Training",
         "",
@@ -171,7 +172,7 @@ def _report(report: dict[str, Any] | None, picture: bool) -> list[str]:
     lines = [
         f"On {n:,} test examples: accuracy {report['accuracy']:.4f}, macro-F1 "
         f"{report['macro_f1']:.4f}, expected calibration error {report['ece']:.4f} "
-        f"({report['ece_bins']} bins).",
+        f"({report['ece_bins']} bins){_scaling(report)}.",
         "",
         "| label | precision | recall | F1 | support |",
         "|---|---|---|---|---|",
@@ -186,6 +187,32 @@ def _report(report: dict[str, Any] | None, picture: bool) -> list[str]:
     if picture:
         lines += ["", "![confusion matrix: rows true, columns predicted](confusion_matrix.png)"]
     return lines
+
+
+def _temperature(config: dict[str, Any], figures: dict[str, Any] | None) -> list[str]:
+    """The temperature the probabilities are scaled by, and what it did on validation."""
+    if "temperature" not in config:
+        return []
+    line = (
+        f"- Probabilities: softmax(logits / T), T = {config['temperature']:.4f} fitted on the "
+        "validation split (temperature scaling: the most probable label never changes)"
+    )
+    if figures and "ece_before_scaling" in figures:
+        line += (
+            f"; its expected calibration error {figures['ece_before_scaling']:.4f} before, "
+            f"{figures['ece_after_scaling']:.4f} after"
+        )
+    return [line + "."]
+
+
+def _scaling(report: dict[str, Any]) -> str:
+    """Temperature scaling's part of the report's sentence, where the report has it."""
+    if "temperature" not in report:
+        return ""
+    return (
+        f" after temperature scaling with T = {report['temperature']:.4f} (fitted on the "
+        f"validation split; {report['ece_before_scaling']:.4f} before)"
+    )
 
 
 def _onnx(files: list[str], pairs: bool) -> list[str]:
@@ -203,8 +230,9 @@ def _onnx(files: list[str], pairs: bool) -> list[str]:
         "",
         f"{' and '.join(f'`{g}`' for g in graphs)}: inputs `input_ids` (batch, sequence) int64 "
         f"and `attention_mask` (batch, sequence) int64 (1 = real token){types}, output `logits` "
-        "(batch, labels) float32. Tokenize with `tokenizer.json`, cut to `max_length` tokens "
-        "and pad with `encoder.pad_id` from `config.json`. In Python, "
+        "(batch, labels) float32, before temperature scaling: divide them by `temperature` from "
+        "`config.json` (1 where absent) before the softmax. Tokenize with `tokenizer.json`, cut "
+        "to `max_length` tokens and pad with `encoder.pad_id` from `config.json`. In Python, "
         '`tscratch.load(folder, runtime="onnx")` (or `"onnx-int8"`) runs them on onnxruntime.',
         "",
     ]

@@ -42,6 +42,9 @@ class ExportedClassifier:
         """The training data's text column of a text-pair model, when it was named."""
         self.thresholds: list[float] | None = config.get("thresholds")
         """A multi-label model's decision threshold per label (tuned on validation), else None."""
+        self.temperature: float = float(config.get("temperature", 1.0))
+        """T of temperature scaling: probabilities are softmax(logits / T), T fitted on the
+        validation split at the end of fit (`tscratch.training.calibration`); 1 when none was."""
         self.tokenizer = tokenizer
         self._forward = forward
         self._pair_encoder: PairEncoder | None = None
@@ -126,20 +129,40 @@ class ExportedClassifier:
         return torch.cat(chunks)
 
     def predict(
-        self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
+        self,
+        texts: Sequence[str],
+        pairs: Sequence[str] | None = None,
+        batch_size: int = 32,
+        min_confidence: float | None = None,
     ) -> list[dict[str, Any]]:
         """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
         `tscratch predict` prints. A pair model takes one pair per text (`pairs`), and its
         objects also hold `text_pair`. A multi-label model gives `{"text", "labels": {label: p},
         "probabilities"}`: `labels` holds every label whose probability reaches its threshold,
-        most probable first (maybe none)."""
-        return self.results(texts, self.logits(texts, pairs, batch_size), pairs)
+        most probable first (maybe none). With ``min_confidence`` P, a text whose top
+        probability is below P gets `label` None ("not sure"), its probabilities still given
+        (`results`)."""
+        check_min_confidence(min_confidence, "min_confidence")  # before the slow part
+        logits = self.logits(texts, pairs, batch_size)
+        return self.results(texts, logits, pairs, min_confidence)
 
     def results(
-        self, texts: Sequence[str], logits: Tensor, pairs: Sequence[str] | None = None
+        self,
+        texts: Sequence[str],
+        logits: Tensor,
+        pairs: Sequence[str] | None = None,
+        min_confidence: float | None = None,
     ) -> list[dict[str, Any]]:
-        """The `predict` objects of `texts` (and `pairs`) from their logits (N, C): softmax
-        probabilities rounded to 6 decimals, `label` the most probable."""
+        """The `predict` objects of `texts` (and `pairs`) from their logits (N, C): probabilities
+        softmax(logits / `temperature`) rounded to 6 decimals, `label` the most probable, or
+        None where ``min_confidence`` is given and the top probability as shown (rounded) is
+        below it."""
+        check_min_confidence(min_confidence, "min_confidence")
+        if min_confidence is not None and self.multi_label:
+            raise UserError(
+                "min_confidence applies to single-label models; this multi-label model's labels "
+                "are decided by its per-label thresholds (tuned on validation)"
+            )
         inputs = [texts] if pairs is None else [texts, pairs]
         finite = torch.isfinite(logits).all(dim=-1)  # (N,)
         if not finite.all():  # NaN would print as `NaN`, which is not JSON
@@ -151,11 +174,14 @@ class ExportedClassifier:
         if self.thresholds is not None:
             return self._multi_label_results(inputs, logits)
         results = []
-        for *row, p in zip(*inputs, logits.softmax(-1).tolist(), strict=True):
+        probs = (logits.float() / self.temperature).softmax(-1)  # (N, C)
+        for *row, p in zip(*inputs, probs.tolist(), strict=True):
             best = max(range(len(p)), key=p.__getitem__)
             rounded = {name: round(q, 6) for name, q in zip(self.labels, p, strict=True)}
             shown = dict(zip(("text", "text_pair"), row, strict=False))
-            results.append({**shown, "label": self.labels[best], "probabilities": rounded})
+            sure = min_confidence is None or round(p[best], 6) >= min_confidence
+            label = self.labels[best] if sure else None
+            results.append({**shown, "label": label, "probabilities": rounded})
         return results
 
     def _multi_label_results(self, inputs: list[Sequence[str]], logits: Tensor) -> list[dict]:
@@ -168,6 +194,18 @@ class ExportedClassifier:
             labels = {name: rounded[name] for name in above}
             results.append({**shown, "labels": labels, "probabilities": rounded})
         return results
+
+
+def check_min_confidence(value: float | None, name: str = "--min_confidence") -> None:
+    """One line for a ``value`` that is not a probability in [0, 1) (1 would null every label);
+    ``name`` is how the caller spells it."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise UserError(
+            f"{name} ({value!r}) must be a probability in [0, 1): the top probability below "
+            "which the label is null"
+        )
 
 
 def _check_vocabulary(input_ids: Tensor, vocab_size: int) -> None:

@@ -48,7 +48,9 @@ FORMAT, FORMAT_VERSION = "tscratch-classifier", 2
 it. A folder records the oldest version that reads it right: `SINGLE_TEXT_VERSION` for a model
 of single texts (as before pairs existed), 2 for a model of text pairs (`text_pair_column` in
 config.json), which an older tscratch would take for single texts, and for a multi-label model
-(`multi_label` and `thresholds` in config.json), which it would read as single-label."""
+(`multi_label` and `thresholds` in config.json), which it would read as single-label.
+`temperature` (temperature scaling, fitted at the end of fit) does not bump it: an older
+tscratch ignores it and gives the same labels, with the probabilities before scaling."""
 SINGLE_TEXT_VERSION = 1
 CONFIG, WEIGHTS, TOKENIZER, CARD = "config.json", "model.safetensors", "tokenizer.json", "README.md"
 ONNX, ONNX_INT8, TRAINING_CONFIG = "model.onnx", "model.int8.onnx", "training_config.yaml"
@@ -267,6 +269,8 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
         "max_length": checkpoint.get("max_length") or model.config.max_len,
         "tokenizer": tokenizer_fingerprint(checkpoint["tokenizer_json"]),  # checked by `load`
     }
+    if (temperature := checkpoint.get("temperature")) is not None:  # fitted at the end of fit
+        config["temperature"] = float(temperature)
     thresholds = checkpoint["state_dict"].get("multi_label.thresholds")
     if thresholds is not None:  # multi-label (ClassificationTask.multi_label); else unchanged
         config["format_version"] = FORMAT_VERSION

@@ -62,6 +62,9 @@ def check_config(config: Any, file: Path) -> EncoderConfig:
         raise _bad(file, "pooling", pooling, "'cls' or 'mean'")
     _check_max_length(_required(config, "max_length", file), encoder, file)
     _check_thresholds(config, num_classes, file)
+    temperature = config.get("temperature", 1.0)
+    if not (_is_number(temperature) and 1e-3 <= temperature <= 1e3):  # logits / T stay finite
+        raise _bad(file, "temperature", temperature, "a number from 0.001 to 1000")
     if "text_pair_column" in config:
         _optional(config, "text_pair_column", str, "a column name", file)
         _optional(config, "text_column", (str, type(None)), "a column name or null", file)

@@ -112,6 +112,7 @@ def format_report(report: dict) -> str:
         row.format("macro avg", *macro, n),
         row.format("accuracy", "", "", f"{report['accuracy']:.4f}", n),
         row.format(f"ECE ({report['ece_bins']} bins)", "", "", f"{report['ece']:.4f}", n),
+        *_scaling_rows(report, row, n),
         "",
         "confusion matrix (rows: true label; columns: predicted, same order):",
     ]
@@ -121,6 +122,18 @@ def format_report(report: dict) -> str:
     for i, (name, counts) in enumerate(zip(names, report["confusion_matrix"], strict=True)):
         lines.append(f"{f'{i} {name}':<{width}} " + "".join(f"{c:>{cell}}" for c in counts))
     return "\n".join(lines)
+
+
+def _scaling_rows(report: dict, row: str, n: int) -> list[str]:
+    """Temperature scaling's rows, where the report has them: T, and the ECE before it (the
+    report's `ece` is of the probabilities after it)."""
+    if "temperature" not in report:
+        return []
+    before = f"{report['ece_before_scaling']:.4f}"
+    return [
+        row.format("ECE unscaled", "", "", before, n),
+        row.format("temperature", "", "", f"{report['temperature']:.4f}", ""),
+    ]
 
 
 def write_report(report: dict[str, Any], folder: str | Path) -> list[Path]:
