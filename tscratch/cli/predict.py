@@ -14,6 +14,10 @@ A multi-label model (trained on a label column of lists) prints `{"text", "label
 "probabilities"}`: `labels` maps every label whose probability reaches its threshold (tuned on
 validation, stored in the checkpoint) to that probability, most probable first.
 
+The probabilities are softmax(logits / T), T fitted on the validation split at the end of fit
+(temperature scaling; 1 for a model without one). `--min_confidence P` prints `label` null for
+a text whose top probability is below P.
+
 Texts are run longest first in batches of similar length, so batches carry little padding; the
 results are put back in input order. A text longer than the model's `max_length` is cut, as in
 training, or with `--long_text chunk` read whole in overlapping windows (see `document_logits`).
@@ -88,6 +92,11 @@ def build_parser() -> ArgumentParser:
     )  # fmt: skip
     add("--top_k", type=int, metavar="K", help="keep only the K most probable labels")
     add(
+        "--min_confidence", type=float, metavar="P", help="a probability in [0, 1): a text "
+        "whose top probability is below P gets label null (an empty cell in a .csv), its "
+        "probabilities still given",
+    )  # fmt: skip
+    add(
         "--long_text", choices=["truncate", "chunk"], default="truncate",
         help="texts longer than the model's max_length: cut them (as in training), or read "
         "them whole in overlapping windows and average the windows' logits (the geometric "
@@ -114,10 +123,12 @@ def run(args: argparse.Namespace) -> None:
     from tscratch.cli.classifiers import open_classifier
     from tscratch.cli.predict_io import check_output, write_results
     from tscratch.cli.predict_logits import document_logits, pair_logits
+    from tscratch.export.classifier import check_min_confidence
 
     output = check_output(args.output) if args.output is not None else None
     if args.top_k is not None and args.top_k < 1:
         raise UserError(f"--top_k ({args.top_k}) must be at least 1")
+    check_min_confidence(args.min_confidence, "--min_confidence")
     if args.batch_size < 1:
         raise UserError(f"--data.batch_size ({args.batch_size}) must be at least 1")
     if args.stride is not None and args.long_text != "chunk":
@@ -151,7 +162,7 @@ def run(args: argparse.Namespace) -> None:
     else:
         logits = pair_logits(classifier, texts, pairs, args.batch_size, progress)
     seconds = time.perf_counter() - start
-    results = classifier.results(texts, logits, pairs)
+    results = classifier.results(texts, logits, pairs, args.min_confidence)
     if args.top_k is not None:
         results = [keep_top(result, args.top_k) for result in results]
     write_results(results, classifier.labels, output)

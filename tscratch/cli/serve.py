@@ -103,6 +103,9 @@ class ClassifierAPI(_LitAPI):
         pairs: the model reads text pairs.
     """
 
+    min_confidence: float | None = None
+    """Below this top probability a text's label is None (JSON null); set by `serve`."""
+
     def __init__(
         self,
         source: str,
@@ -161,7 +164,9 @@ class ClassifierAPI(_LitAPI):
         pairs = [pair for _, pairs, _ in requests for pair in pairs] if self.pairs else None
         results = [  # {"label", "probabilities"}; multi-label: {"labels", "probabilities"}
             {k: v for k, v in r.items() if k not in ("text", "text_pair")}
-            for r in self.classifier.predict(texts, pairs, batch_size=self.max_batch_size)
+            for r in self.classifier.predict(
+                texts, pairs, batch_size=self.max_batch_size, min_confidence=self.min_confidence
+            )
         ] if texts else []  # fmt: skip
         answers, start = [], 0
         for texts, _, single in requests:
@@ -189,8 +194,15 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(f"--port ({args.port}) must be from 1024 to 65535")
     check_port_free(args.host, args.port)
     from tscratch.cli.classifiers import open_classifier  # torch: after the flags parse
+    from tscratch.export.classifier import check_min_confidence
 
+    check_min_confidence(args.min_confidence, "--min_confidence")
     classifier = open_classifier(args.model)  # one clear line for a bad --model, before forking
+    if args.min_confidence is not None and classifier.multi_label:
+        raise UserError(
+            "--min_confidence applies to single-label models; this multi-label model's labels "
+            "are decided by its per-label thresholds (tuned on validation)"
+        )
     limits = Limits(args.max_texts, args.max_text_chars)
     pairs = classifier.reads_pairs
     info = {"source": args.model, "labels": classifier.labels, "max_length": classifier.max_length}
@@ -198,12 +210,17 @@ def run(args: argparse.Namespace) -> None:
     info |= dataclasses.asdict(limits)
     if pairs:  # single-text models' info stays as it was
         info["text_pair_column"] = classifier.text_pair_column
+    if classifier.temperature != 1.0:  # temperature scaling (models fitted before: none)
+        info["temperature"] = classifier.temperature
+    if args.min_confidence is not None:
+        info["min_confidence"] = args.min_confidence
     if classifier.thresholds is not None:  # multi-label
         info["thresholds"] = dict(zip(classifier.labels, classifier.thresholds, strict=True))
     del classifier
     import litserve
 
     api = ClassifierAPI(args.model, limits, args.max_batch_size, args.batch_timeout, pairs)
+    api.min_confidence = args.min_confidence
     server = litserve.LitServer(
         api,
         accelerator=args.accelerator,
@@ -252,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=("auto", "cpu", "cuda", "mps"), help="where the model runs")  # fmt: skip
     add("--max_texts", type=int, default=256, help="most texts in one request")
     add("--max_text_chars", type=int, default=100_000, help="most characters in one text")
+    add("--min_confidence", type=float, metavar="P", help="a probability in [0, 1): a text whose "
+        "top probability is below P gets label null, its probabilities still given")  # fmt: skip
     return run_command(run_until_stopped, parser.parse_args(argv))
 
 
