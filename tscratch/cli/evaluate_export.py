@@ -10,7 +10,10 @@ plain cross-entropy, which is all a folder records. Either way the test split is
 `tscratch fit` makes of the data (`load_labeled_splits`: the data's own test file, else the
 seed's share of the rows), and the texts are run as `tscratch predict` runs them (longest first,
 in batches, cut to the model's `max_length` as in training; pairs cut longest-first). Neither
-imports Lightning, so nothing but the report is printed.
+imports Lightning, so nothing but the report is printed. The report's scores and ECE are of the
+probabilities the model gives, softmax(logits / T) with the temperature fitted at the end of fit
+(`tscratch.cli.calibrate`, which runs the validation split through `split_logits` too); it
+also holds T and `ece_before_scaling`.
 """
 
 from __future__ import annotations
