@@ -355,7 +355,9 @@ def test_exported_folder_predicts_like_the_checkpoint(tiny_run, tmp_path):
 
     torch.testing.assert_close(exported.logits(texts, batch_size=2), expected, atol=1e-6, rtol=0)
     got = exported.predict(texts, batch_size=2)
-    probabilities = expected.softmax(-1).tolist()
+    t = checkpoint["temperature"]  # fitted at the end of fit: the folder scales by it
+    assert exported.temperature == t
+    probabilities = (expected / t).softmax(-1).tolist()
     assert [r["label"] for r in got] == [task.label_names[p.index(max(p))] for p in probabilities]
     for result, p in zip(got, probabilities, strict=True):
         assert list(result["probabilities"].values()) == pytest.approx(p, abs=1e-6)
