@@ -13,7 +13,7 @@ from datasets import Dataset
 
 from tests.helpers import REPO, script_env
 from tscratch import baseline
-from tscratch.data.sources import LabeledSplits
+from tscratch.data.sources import LabeledSplits, column
 
 sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
 
@@ -78,14 +78,28 @@ def test_cached_scores_are_the_scores_and_are_read_back(tmp_path, monkeypatch):
     scores = baseline.cached_tfidf_scores(splits, str(tmp_path))
     assert scores == baseline.tfidf_scores(splits)
     assert len(list((tmp_path / "baselines").iterdir())) == 1
-    monkeypatch.setattr(baseline, "tfidf_scores", lambda splits: pytest.fail("not cached"))
+    monkeypatch.setattr(baseline, "tfidf_predictions", lambda splits: pytest.fail("not cached"))
     assert baseline.cached_tfidf_scores(splits, str(tmp_path)) == scores
-    # Other rows are another key: a different split never reads these figures.
+    # Other rows are another key: a different split never reads these predictions.
     other = _chinese_splits(seed=1)
-    made_up = [{"split": "test", "acc": 0.5, "f1": 0.25}]
-    monkeypatch.setattr(baseline, "tfidf_scores", lambda splits: made_up)
-    assert baseline.cached_tfidf_scores(other, str(tmp_path)) == made_up
+    made_up = {"validation": [0] * 50, "test": [0] * 25 + [1] * 25}
+    monkeypatch.setattr(baseline, "tfidf_predictions", lambda splits: made_up)
+    truth = {s: column(other[s], "labels") for s in ("validation", "test")}
+    acc = sum(p == y for p, y in zip(made_up["test"], truth["test"], strict=True)) / 50
+    assert baseline.cached_tfidf_scores(other, str(tmp_path))[1]["acc"] == acc
     assert len(list((tmp_path / "baselines").iterdir())) == 2
+
+
+def test_scores_of_the_first_rows_are_of_those_rows(tmp_path, monkeypatch):
+    """A run limited to some test batches is compared with the bar on the same first rows."""
+    splits = _chinese_splits()
+    predicted = {"validation": [0] * 50, "test": [splits.test["labels"][0]] * 50}
+    monkeypatch.setattr(baseline, "tfidf_predictions", lambda splits: predicted)
+    labels = splits.test["labels"]
+    _, first = baseline.cached_tfidf_scores(splits, str(tmp_path), rows={"test": 10})
+    assert first["acc"] == sum(y == labels[0] for y in labels[:10]) / 10
+    _, whole = baseline.cached_tfidf_scores(splits, str(tmp_path))
+    assert whole["acc"] == sum(y == labels[0] for y in labels) / 50
 
 
 def test_the_script_scores_a_chinese_csv(tmp_path, shared_cache):

@@ -332,6 +332,21 @@ def test_argparse_commands_take_the_documented_flags(
 
 
 @pytest.mark.slow
+def test_the_model_card_spells_its_commands_as_they_are(options: dict[str, set[str]]) -> None:
+    """The command lines an exported model card shows (written by tscratch/export/) name only
+    flags their command lists today: `tscratch test --model CKPT`, not the old `--ckpt_path`."""
+    alias = aliases()
+    cards = [
+        command
+        for path in sorted((REPO / "tscratch" / "export").glob("*.py"))
+        for command in doc_commands(path.read_text(), str(path.relative_to(REPO)), alias)
+        if command.command in COMMANDS
+    ]
+    assert any(c.command == "test" and "--model" in c.flags for c in cards), cards
+    assert not (problems := check_flags(cards, options, list(COMMANDS))), report(problems)
+
+
+@pytest.mark.slow
 def test_lightning_commands_take_the_documented_flags(
     documented: list[DocCommand], options: dict[str, set[str]]
 ) -> None:

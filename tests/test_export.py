@@ -223,7 +223,10 @@ def test_export_reads_a_checkpoint_file(checkpoint, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md", "config.json", "model.safetensors", "tokenizer.json",
     ]  # fmt: skip
-    assert "None were given at export" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "None were given at export" in card
+    assert "`tscratch test --model CKPT --output DIR` computes them" in card  # today's spelling
+    assert "--ckpt_path" not in card
 
 
 def test_an_export_removes_the_temp_folders_of_killed_exports_and_keeps_running_ones(

@@ -107,6 +107,12 @@ def edit_weights(folder: Path, change: Callable[[dict[str, torch.Tensor]], None]
     save_file(state, file, metadata={"format": "pt"})
 
 
+def record_weights(folder: Path) -> None:
+    """config.json recording the sha256 of model.safetensors as it is now, as export would."""
+    digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    set_field(folder, ("weights_sha256", "model.safetensors"), digest)
+
+
 def leaf_paths(value: Any, path: tuple = ()) -> Iterator[tuple]:
     """Every field of a parsed config.json: containers, then what is inside them."""
     if path:
@@ -188,6 +194,12 @@ CONFIG_ERRORS = [
      r"integer"),
     (("tokenizer", "special_tokens"), {"[PAD]": 80}, r"tokenizer\.special_tokens \(\{'\[PAD\]': "
      r"80\}\) must be an object of token -> id, each id in \[0, 80\)"),
+    (("weights_sha256",), "sha", r"weights_sha256 \('sha'\) must be an object of weight file -> "
+     r"sha256"),
+    (("weights_sha256", "model.safetensors"), "0" * 63, r"weights_sha256\.model\.safetensors "
+     r"\('0{56}\.\.\.\) must be 64 lowercase hex digits"),
+    (("weights_sha256", "weights.bin"), "0" * 64, r"weights_sha256\.weights\.bin \('0{56}\.\.\.\) "
+     r"must be one of the files \('model\.safetensors', 'model\.onnx', 'model\.int8\.onnx'\)"),
 ]  # fmt: skip
 
 
@@ -284,6 +296,7 @@ def test_weights_that_overflow_on_an_input_are_one_line(folder, tmp_path):
         state["head.proj.weight"].fill_(3e38)
 
     edit_weights(edited, overflow)
+    record_weights(edited)  # weights that overflow as exported, not changed since
     with pytest.raises(UserError, match=r"^the model gives NaN or infinite logits for text 1: "
                        r"its weights overflow on this input"):  # fmt: skip
         load(edited).predict([TEXT])
@@ -438,7 +451,10 @@ def check_outcome(
         assert proc.stdout == ""
         return
     assert not refused, f"accepted with exit 0: {proc.stdout}"
-    rows = [json.loads(line, parse_constant=_refuse_constant) for line in proc.stdout.splitlines()]
+    # In process, log lines land on stdout (`call_main`); the real command prints them on
+    # stderr: a folder without weights_sha256 loads with a warning.
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("warning: ")]
+    rows = [json.loads(line, parse_constant=_refuse_constant) for line in lines]
     assert len(rows) == 1 and rows[0]["text"] == TEXT
     probabilities = rows[0]["probabilities"]
     assert list(probabilities) == labels and rows[0]["label"] in labels

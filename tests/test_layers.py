@@ -18,6 +18,7 @@ LAYERS = {
     "errors": 0, "config": 1, "nn": 2, "model": 3, "pretrained": 3, "data": 3, "training": 4,
     "recipe": 5, "cli": 6, "masked_lm": 3, "export": 4, "version": 0, "checkpoint_files": 1,
     "seq2seq": 3,
+    "filesystem": 1,  # output folders checked before the work; what dead processes left
     "lab": 6,  # experiments on the training side, run by cli/lab.py; may read cli's configs
     "baseline": 4,  # the TF-IDF bar (scripts): reads the splits and the CJK ranges (data)
     "configs": 1,  # the packaged YAML files and their names: read by cli and lab

@@ -145,5 +145,15 @@ def test_the_figures_are_read_from_the_main_runs_summary_after_a_stages_own(monk
     monkeypatch.setitem(sys.modules, "quality_script", script)  # its dataclasses look it up
     spec.loader.exec_module(script)
     found = script.final_summary(output)
-    assert found.group(1, 2, 3, 4) == ("0.8820", "0.8753", "0.8800", "0.8775")
+    names = ("acc", "f1", "bar_acc", "bar_f1")
+    assert found.group(*names) == ("0.8820", "0.8753", "0.8800", "0.8775")
     assert script.final_summary("no summary here") is None
+    limited = script.final_summary(  # a run limited to some test batches: the bar on its rows
+        "test accuracy 0.2422, macro-F1 0.1071 on 128 of 224 test rows (--trainer."
+        "limit_test_batches 2; TF-IDF + logistic regression on the same rows: accuracy 0.9688, "
+        "macro-F1 0.9683)\n"
+    )
+    assert limited.group(*names, "rows") == ("0.2422", "0.1071", "0.9688", "0.9683", "128")
+    bare = script.final_summary("test accuracy 0.5, macro-F1 0.4 on 64 of 224 test rows "
+                                "(--trainer.limit_test_batches 1)\n")  # fmt: skip
+    assert bare.group(*names, "rows") == ("0.5", "0.4", None, None, "64")

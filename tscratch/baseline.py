@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,50 +51,75 @@ def require_baseline_extra() -> None:
         ) from None
 
 
-def tfidf_scores(splits: LabeledSplits) -> list[dict[str, Any]]:
-    """Accuracy and macro-F1 on the validation and test splits, one dict per split
-    (`{"split", "acc", "f1"}`), of the model fitted on the training split."""
+def tfidf_predictions(splits: LabeledSplits) -> dict[str, list[int]]:
+    """The label id the model fitted on the training split predicts for each row of the
+    validation and test splits, by split name."""
     require_baseline_extra()
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import accuracy_score, f1_score
     from threadpoolctl import threadpool_limits  # a dependency of scikit-learn
 
     vectorizer = TfidfVectorizer(analyzer=terms, sublinear_tf=True, min_df=2)
     features = vectorizer.fit_transform(splits.train["text"])
     with threadpool_limits(limits=1):  # see the module docstring
         model = LogisticRegression(C=10.0, max_iter=2000).fit(features, splits.train["labels"])
-    results = []
-    for name in ("validation", "test"):
-        split = splits[name]
-        predicted = model.predict(vectorizer.transform(split["text"]))
-        results.append(
-            {
-                "split": name,
-                "acc": accuracy_score(split["labels"], predicted),
-                "f1": f1_score(split["labels"], predicted, average="macro"),
-            }
-        )
-    return results
+    return {
+        name: [int(y) for y in model.predict(vectorizer.transform(splits[name]["text"]))]
+        for name in ("validation", "test")
+    }
 
 
-def cached_tfidf_scores(splits: LabeledSplits, cache_dir: str) -> list[dict[str, Any]]:
-    """`tfidf_scores(splits)`, kept under `cache_dir/baselines/` by a fingerprint of the splits'
-    texts and labels (and the recipe and scikit-learn version), so that runs on the same data
-    (a sweep's trials, a resumed run, the tests' tiny fits) fit it once."""
+def scores_of(labels: Sequence[int], predicted: Sequence[int]) -> dict[str, float]:
+    """Accuracy and macro-F1 (`{"acc", "f1"}`) of ``predicted`` against ``labels``."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    return {
+        "acc": float(accuracy_score(labels, predicted)),
+        "f1": float(f1_score(labels, predicted, average="macro")),
+    }
+
+
+def tfidf_scores(splits: LabeledSplits) -> list[dict[str, Any]]:
+    """Accuracy and macro-F1 on the validation and test splits, one dict per split
+    (`{"split", "acc", "f1"}`), of the model fitted on the training split."""
+    predicted = tfidf_predictions(splits)
+    return [
+        {"split": name, **scores_of(column(splits[name], "labels"), predicted[name])}
+        for name in ("validation", "test")
+    ]
+
+
+def cached_tfidf_predictions(splits: LabeledSplits, cache_dir: str) -> dict[str, list[int]]:
+    """`tfidf_predictions(splits)`, kept under `cache_dir/baselines/` by a fingerprint of the
+    splits' texts and labels (and the recipe and scikit-learn version), so that runs on the
+    same data (a sweep's trials, a resumed run, the tests' tiny fits) fit it once."""
     require_baseline_extra()
     import sklearn
 
-    parts = [RECIPE, sklearn.__version__]
+    parts = [RECIPE, sklearn.__version__, "predictions"]
     for name in ("train", "validation", "test"):
         parts += [name, column(splits[name], "text"), map(str, column(splits[name], "labels"))]
     path = Path(cache_dir) / "baselines" / f"{fingerprint(*parts)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
-    results = tfidf_scores(splits)
-    results = [{**r, "acc": float(r["acc"]), "f1": float(r["f1"])} for r in results]
+    predicted = tfidf_predictions(splits)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
-    tmp.write_text(json.dumps(results), encoding="utf-8")
+    tmp.write_text(json.dumps(predicted), encoding="utf-8")
     tmp.replace(path)
+    return predicted
+
+
+def cached_tfidf_scores(
+    splits: LabeledSplits, cache_dir: str, rows: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """`tfidf_scores(splits)` from `cached_tfidf_predictions`; with ``rows``, a split named in it
+    is scored on its first ``rows[split]`` rows only (the rows a run limited to some batches
+    evaluates)."""
+    predicted = cached_tfidf_predictions(splits, cache_dir)
+    results = []
+    for name in ("validation", "test"):
+        n = len(predicted[name]) if rows is None else rows.get(name, len(predicted[name]))
+        labels = column(splits[name], "labels")[:n]
+        results.append({"split": name, **scores_of(labels, predicted[name][:n])})
     return results

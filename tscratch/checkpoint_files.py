@@ -3,10 +3,12 @@
 Plain torch (no Lightning), so an exported model's tools and the training side read checkpoints
 the same way. `atomic_save` writes to a temporary file next to the destination, flushes and
 fsyncs it, moves it into place with `os.replace` and fsyncs the folder, so a crash or a full disk
-leaves either the old file or the new one. `read_checkpoint` loads with `weights_only=True` (a
-checkpoint from a stranger cannot run code) and turns every way a file can be broken (truncated,
-bit-flipped, not a checkpoint, carrying pickled objects) into one `CheckpointError` line naming
-the file; `newest_valid_checkpoint` is what `--ckpt_path last` resumes from.
+leaves either the old file or the new one (and its `OSError` names the destination, which the
+commands make one line: `tscratch.errors.filesystem_fault`). `read_checkpoint` loads with
+`weights_only=True` (a checkpoint from a stranger cannot run code) and turns every way a file
+can be broken (truncated, bit-flipped, not a checkpoint, carrying pickled objects) into one
+`CheckpointError` line naming the file; `newest_valid_checkpoint` is what `--ckpt_path last`
+resumes from.
 """
 
 from __future__ import annotations
@@ -60,9 +62,12 @@ def _atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if isinstance(error, OSError) and error.errno and error.filename in (None, str(tmp)):
+            # A full disk says nothing of the file (a write has no name): name the destination.
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     _fsync_dir(path.parent)  # makes the rename itself durable
 

@@ -4,7 +4,9 @@ old spellings, and what each command imports (an exported folder never needs Lig
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -49,9 +51,11 @@ def test_help_lists_every_command_with_its_line(capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_every_command_answers_help_under_its_own_name(name, capsys):
-    with pytest.raises(SystemExit) as stop:
-        run(name, ["--help"])
-    assert stop.value.code == 0
+    try:  # fit's first screen is printed before its parser is built: a return, not an exit
+        code = run(name, ["--help"])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 0
     assert capsys.readouterr().out.startswith(f"usage: tscratch {name} ")
 
 
@@ -125,6 +129,43 @@ def test_other_mistakes_are_one_line_pointing_to_help(capsys):
     )
 
 
+def test_a_misspelt_required_option_is_the_mistake_named(capsys):
+    parser = ArgumentParser(prog="tscratch demo")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--stride", type=int)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--modle", "x"])  # argparse would say first: --model is required
+    assert capsys.readouterr().err == (
+        "error: unrecognized arguments: --modle; did you mean --model?\n"
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--stride", "-1"])  # a negative number is a value, not an option
+    assert capsys.readouterr().err == (
+        "error: the following arguments are required: --model; tscratch demo --help lists the "
+        "options\n"
+    )
+
+
+def test_predict_modle_suggests_model(capsys):
+    with pytest.raises(SystemExit) as stop:
+        run("predict", ["--modle", "x"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: unrecognized arguments: --modle; did you mean --model?\n"
+    )
+
+
+def test_an_invalid_choice_names_the_nearest_choice(capsys):
+    parser = ArgumentParser(prog="tscratch demo")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--device", "cdua"])
+    assert capsys.readouterr().err == (
+        "error: argument --device: invalid choice: 'cdua' (choose from 'auto', 'cpu', 'cuda', "
+        "'mps'); did you mean 'cuda'?\n"
+    )
+
+
 @pytest.mark.parametrize("arg", [["--ckpt_path", "m"], ["--ckpt_path=m"]])
 def test_an_old_spelling_works_with_a_one_line_notice(arg, capsys):
     assert _parser().parse_args(arg).model == "m"
@@ -178,6 +219,42 @@ def test_the_resume_command_is_the_command_that_ran():
     assert resume_command(["scripts/fit.py", *args]) == (
         "python scripts/fit.py --config tiny --ckpt_path last"
     )
+
+
+# --- output into a closed pipe ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["predict", "--help"],
+        ["fit", "--help"],
+        pytest.param(["fit", "--config", "tiny", "--plan"], marks=pytest.mark.slow),  # log lines
+    ],
+)
+def test_output_into_a_closed_pipe_ends_quietly(args, tmp_path):
+    """`tscratch --help | head -1` and the like: the reader has gone before the command writes
+    (a pipe whose read end is closed), and the command stops with no traceback, as SIGPIPE stops
+    a Unix tool (141), or with 0 where argparse has already dropped the write."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tscratch", *args], stdout=write, stderr=subprocess.PIPE,
+            text=True, env=env_in(tmp_path), timeout=300,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode in (0, 141), done.stderr[-3000:]
+
+
+def test_help_into_head_prints_its_first_line_and_nothing_else(tmp_path):
+    done = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m tscratch --help | head -1", shell=True,
+        capture_output=True, text=True, env=env_in(tmp_path), timeout=60,
+    )  # fmt: skip
+    assert done.stdout == usage().splitlines()[0] + "\n" and done.stderr == ""
 
 
 # --- what commands import ----------------------------------------------------------------------

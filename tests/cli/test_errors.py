@@ -174,17 +174,29 @@ FIT_ERRORS: dict[str, tuple[Callable[[Path], list[object]], str]] = {
             "--data.text_column",
             "body",
         ],
-        r"error: text_column 'body' not found; available columns: \['text', 'label'\]",
+        r"error: --data\.text_column 'body' not found; the columns are \['text', 'label'\]",
     ),
-    "label_column_not_found": (
-        lambda d: ["--data.dataset", write_csv(d / "a.csv", rows(40), header=("text", "y"))],
-        r"error: cannot guess the label column from \['text', 'y'\]; set label_column to one of "
-        r"them",
+    "label_column_not_guessed": (
+        lambda d: [
+            "--data.dataset",
+            write_csv(d / "a.csv", [(t, f"{i}") for i, (t, _) in enumerate(rows(40))], ("t", "y")),
+        ],
+        r"error: cannot guess the label column from \['t', 'y'\] \(no common name, no column of "
+        r"few distinct values\); name it: --data\.label_column NAME$",
+    ),
+    "label_column_ambiguous": (
+        lambda d: [
+            "--data.dataset",
+            write_csv(d / "a.csv", [(t, y, y) for t, y in rows(40)], ("text", "y", "z")),
+        ],
+        r"error: cannot guess the label column from \['text', 'y', 'z'\]: \['y', 'z'\] are all "
+        r"columns of few distinct values; name one: --data\.label_column NAME$",
     ),
     "only_empty_texts": (
         lambda d: ["--data.dataset", write_csv(d / "a.csv", [("", "neg"), ("  ", "pos")] * 10)],
         r"error: the train split has no rows with text and a label \(20 rows, all with an empty "
-        r"'text' or no 'label'\); fix the data or set text_column/label_column",
+        r"'text' or no 'label'\); fix the data or name the columns: --data\.text_column NAME, "
+        r"--data\.label_column NAME",
     ),
     "split_empty_after_dropping_empty_texts": (
         lambda d: ["--data.dataset", splits(d, train=rows(40), validation=[("", "neg")] * 2)],

@@ -112,7 +112,7 @@ def test_generate_prints_one_line_per_text_from_args_files_and_stdin(
         ),
         (
             ["--data.source_column", "text"],
-            "source_column ('text') and target_column (None) go together: set both",
+            "--data.source_column ('text') and --data.target_column (None) go together: name both",
         ),
         (["--model.num_beams", "0"], "num_beams (0) must be at least 1"),
     ],

@@ -323,8 +323,8 @@ def test_fit_with_a_pair_column_that_does_not_exist(argv, pairs_data, tmp_path, 
     args += ["--data.text_pair_column", "answer", "--trainer.default_root_dir", str(tmp_path)]
     assert fit(args) == 2
     assert capsys.readouterr().err == (
-        "error: text_pair_column 'answer' not found; available columns: ['text', 'text_pair', "
-        "'label']\n"
+        "error: --data.text_pair_column 'answer' not found; the columns are ['text', "
+        "'text_pair', 'label']\n"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -355,20 +355,20 @@ TRAINED = "trained with --data.text_pair_column answer"
          rf"this model reads text pairs \({TRAINED}\), each cut longest-first to its max_length "
          r"\(20\)$"),
         (["--input", "{in.txt}"], r"--input .*in\.txt: a text-pair model reads a table \(\.csv, "
-         r"\.jsonl, \.json, \.parquet\) with a column of texts and one of their pairs, not one "
-         r"text per line; or pass --pair TEXT TEXT_PAIR$"),
+         r"\.tsv, \.jsonl, \.json, \.parquet\) with a column of texts and one of their pairs, "
+         r"not one text per line; or pass --pair TEXT TEXT_PAIR$"),
         (["--input", "-"], r"--input -: a text-pair model reads a table"),
         (["--pair", "a", "b", "--data.text_pair_column", "x"],
-         r"--data\.text_pair_column x needs --input FILE with one of \.csv, \.jsonl, \.json, "
-         r"\.parquet$"),
+         r"--data\.text_pair_column x needs --input FILE with one of \.csv, \.tsv, \.jsonl, "
+         r"\.json, \.parquet$"),
         ([], r"no input: pass texts as arguments, --pair TEXT TEXT_PAIR \(for a pair model\) or "
          r"--input FILE$"),
-        (["--input", "{t.csv}"], r"--input .*t\.csv: text_column 'question' not found; "
-         r"available columns: \['a', 'b'\]$"),
-        (["--input", "{t.csv}", "--data.text_column", "a"], r"--input .*t\.csv: text_pair_column "
-         r"'answer' not found; available columns: \['a', 'b'\]$"),
+        (["--input", "{t.csv}"], r"--input .*t\.csv: --data\.text_column 'question' not found; "
+         r"the columns are \['a', 'b'\]$"),
+        (["--input", "{t.csv}", "--data.text_column", "a"], r"--input .*t\.csv: --data\."
+         r"text_pair_column 'answer' not found; the columns are \['a', 'b'\]$"),
         (["--input", "{num.jsonl}"], r"--input .*num\.jsonl: column 'answer' holds int values "
-         r"\(row 0\), not text; pass the column of texts as --text_pair_column$"),
+         r"\(row 0\), not text; pass the column of texts as --data\.text_pair_column$"),
     ],
 )  # fmt: skip
 def test_a_pair_model_refuses_what_does_not_fit(pair_folder, capsys, tmp_path, args, message):

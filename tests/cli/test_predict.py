@@ -70,10 +70,10 @@ def assert_same(results: list[dict], expected: list[dict]) -> None:
         assert got["probabilities"] == pytest.approx(want["probabilities"], abs=2e-6)
 
 
-def write_table(path, rows: list[dict]) -> None:
-    if path.suffix == ".csv":
+def write_table(path, rows: list[dict], delimiter: str = ",") -> None:
+    if path.suffix in (".csv", ".tsv"):
         with path.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter=delimiter)
             writer.writeheader()
             writer.writerows(rows)
     elif path.suffix == ".jsonl":
@@ -98,6 +98,16 @@ def test_table_rows_keep_multiline_texts_in_input_order(
 
     assert_same(results, classifier.predict(TEXTS))
     assert results[1]["text"] == "ham and eggs,\nthen a sunny morning"
+
+
+@pytest.mark.parametrize(
+    ("name", "delimiter"), [("in.tsv", "\t"), ("in.csv", ";"), ("in.csv", "|")]
+)
+def test_a_table_is_read_at_its_delimiter(folder, classifier, capsys, tmp_path, name, delimiter):
+    table = tmp_path / name
+    write_table(table, [{"id": i, "body": text} for i, text in enumerate(TEXTS)], delimiter)
+    results = predict(capsys, "--model", folder, "--input", str(table))
+    assert_same(results, classifier.predict(TEXTS))
 
 
 def test_text_column_names_the_column(folder, classifier, capsys, tmp_path):
@@ -240,9 +250,13 @@ def _table(tmp_path, name: str, content: str | bytes) -> str:
         ),
         (
             ["--input", "{t.csv}", "--data.text_column", "zz"],
-            r"--input .*t\.csv: text_column 'zz' not found; available columns: \['a', 'b'\]",
+            r"--input .*t\.csv: --data\.text_column 'zz' not found; the columns are \['a', 'b'\]",
         ),
-        (["--input", "{t.csv}"], r"--input .*t\.csv: cannot guess the text column from \['a'"),
+        (
+            ["--input", "{t.csv}"],
+            r"--input .*t\.csv: cannot guess the text column from \['a', "
+            r"'b'\]; name it: --data\.text_column NAME$",
+        ),
         (
             ["x", "--data.text_column", "a"],
             r"--data\.text_column a needs --input FILE with one of \.csv",

@@ -29,7 +29,7 @@ import pytest
 from tests.helpers import REPO, script_env
 from tests.test_export import LABELS, TEXTS, checkpoint  # noqa: F401 - `checkpoint` is a fixture
 from tscratch.cli.classifiers import open_classifier
-from tscratch.cli.serve import main
+from tscratch.cli.serve import HOSTS, bind_address, main
 from tscratch.cli.serve_requests import BadRequest, Limits, RefuseBadRequests, texts_of
 from tscratch.errors import UserError
 from tscratch.export import export
@@ -90,9 +90,12 @@ def serving(folder: str, logs: Path, *flags: str, script: Path = SERVE):
 
 @pytest.fixture(scope="module")
 def server(folder, tmp_path_factory):
-    """The URL of `scripts/serve.py` serving `folder`; stopped at the end."""
+    """The URL of `scripts/serve.py` serving `folder` on `--host localhost` (a name, resolved to
+    127.0.0.1: issue 40); stopped at the end."""
     logs = tmp_path_factory.mktemp("server_logs")
-    with serving(folder, logs) as url:
+    with serving(folder, logs, "--host", "localhost") as url:
+        port = url.rsplit(":", 1)[1]
+        assert f" at http://localhost:{port}/predict; " in (logs / "out").read_text()
         yield url
     assert not (logs / "client.py").exists()  # LitServe's client file is not written
 
@@ -362,6 +365,11 @@ def test_load_test_refuses_a_remote_host(tmp_path):
     assert proc.stderr.startswith("error: --url http://10.1.2.3: the load test only targets")
 
 
+def test_a_host_name_is_resolved_to_an_address_litserve_takes():
+    assert bind_address("localhost") == "127.0.0.1"
+    assert [bind_address(host) for host in HOSTS] == list(HOSTS)
+
+
 def test_missing_litserve_is_one_line(monkeypatch, capsys, folder):
     monkeypatch.setitem(sys.modules, "litserve", None)  # `import litserve` raises ImportError
     assert main(["--model", folder]) == 2
@@ -375,12 +383,20 @@ def test_missing_litserve_is_one_line(monkeypatch, capsys, folder):
         (["--max_texts", "0"], "--max_texts (0) must be at least 1"),
         (["--batch_timeout", "-1"], "--batch_timeout (-1.0) must be in [0, 30.0)"),
         (["--port", "80"], "--port (80) must be from 1024 to 65535"),
+        (["--host", "no-such-host.invalid"], "--host no-such-host.invalid: cannot resolve it ("),
+        (
+            ["--host", "::1"],
+            "--host ::1: LitServe listens only on 127.0.0.1 (localhost: this "
+            "machine), 0.0.0.0 or :: (every interface, to serve other machines): "
+            "pass one of those",
+        ),
     ],
 )
 def test_bad_flags_are_one_line(capsys, folder, flags, line):
     pytest.importorskip("litserve")
     assert main(["--model", folder, *flags]) == 2
-    assert capsys.readouterr().err == f"error: {line}\n"
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {line}") and err.count("\n") == 1, err
 
 
 def test_a_busy_port_is_one_line(capsys, folder):

@@ -177,7 +177,7 @@ def test_a_stop_signal_ends_every_process_and_frees_the_port(
 class FlakyClassifier:
     """Answers each text with its length as label; raises on a text holding BUG or REFUSED."""
 
-    def predict(self, texts, pairs=None, batch_size=32):
+    def predict(self, texts, pairs=None, batch_size=32, min_confidence=None):
         if any("BUG" in text for text in texts):
             raise RuntimeError("a bug in the model\non two lines")
         if any("REFUSED" in text for text in texts):

@@ -174,12 +174,17 @@ def test_unseen_eval_label_is_an_error() -> None:
 
 
 def test_missing_column_lists_columns() -> None:
-    raw = DatasetDict({"train": Dataset.from_dict({"body_text": ["a"], "category": ["x"]})})
+    columns = {"body_text": ["a", "b"], "notes": ["c", "d"], "category": ["x", "y"]}
+    raw = DatasetDict({"train": Dataset.from_dict(columns)})
     with pytest.raises(
-        ValueError, match=r"cannot guess the text column from \['body_text', 'category'\]"
+        ValueError,
+        match=r"cannot guess the text column from \['body_text', 'notes', 'category'\]: "
+        r"\['body_text', 'notes'\] are all columns of text; name one: --data\.text_column NAME$",
     ):
         prepare_splits(raw)
-    with pytest.raises(ValueError, match=r"label_column 'topic' not found; available columns: \["):
+    with pytest.raises(
+        ValueError, match=r"^--data\.label_column 'topic' not found; the columns are \["
+    ):
         prepare_splits(raw, text_column="body_text", label_column="topic")
 
 
@@ -204,7 +209,7 @@ def test_split_too_small_is_an_error() -> None:
 
 def test_folder_of_unknown_files(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(ValueError, match=r"cannot infer one data format from '.*' \(found \[\]\)"):
+    with pytest.raises(ValueError, match=r"cannot infer one data format from '.*' \(no data file"):
         TextClassificationData(dataset=str(tmp_path)).prepare_data()
 
 

@@ -117,15 +117,17 @@ def test_column_sources_serve_batches_with_start_end_and_cut_targets(tmp_path, d
     [
         (
             {"source_column": "article"},
-            r"^source_column \('article'\) and target_column \(None\) go together: set both",
+            r"^--data\.source_column \('article'\) and --data\.target_column \(None\) go "
+            r"together: name both",
         ),
         (
             {"dataset": "pairs.csv"},
-            r"^dataset '.*pairs.csv' needs source_column and target_column \(the text to summ",
+            r"^dataset '.*pairs.csv' needs --data\.source_column NAME and --data\.target_column "
+            r"NAME \(the text to summ",
         ),
         (
             {"dataset": "pairs.csv", "source_column": "body", "target_column": "title"},
-            r"^source_column 'body' not found; available columns: \['article', 'title'\]$",
+            r"^--data\.source_column 'body' not found; the columns are \['article', 'title'\]$",
         ),
     ],
 )

@@ -234,9 +234,13 @@ def test_a_row_without_its_pair_is_dropped(caplog):
 @pytest.mark.parametrize(
     ("pair_column", "message"),
     [
-        ("zz", r"^text_pair_column 'zz' not found; available columns: \['question', 'answer', "),
-        ("question", r"^text_pair_column 'question' is also the text column; name the column"),
-        ("n", r"^text_pair column 'n' holds Value\('int64'\), not strings; set text_pair_column$"),
+        ("zz", r"^--data\.text_pair_column 'zz' not found; the columns are \['question', "),
+        ("question", r"^--data\.text_pair_column 'question' is also the text column; name the"),
+        (
+            "n",
+            r"^text_pair column 'n' holds Value\('int64'\), not strings; name the column of "
+            r"texts: --data\.text_pair_column NAME$",
+        ),
     ],
 )
 def test_bad_pair_columns_are_one_line(pair_column, message):

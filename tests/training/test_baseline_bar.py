@@ -21,37 +21,47 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.helpers import TINY_YAML, fit_in_process
-from tscratch.baseline import tfidf_scores
+from tscratch.baseline import scores_of, tfidf_predictions, tfidf_scores
 from tscratch.cli import fit_report
 from tscratch.data.classification import TextClassificationData
+from tscratch.data.sources import column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.export import export
 from tscratch.training.baseline_bar import CHECKPOINT_KEY, METHOD, BaselineBar
 
 pytest.importorskip("sklearn")
 
-SUMMARY = re.compile(
-    r"^test accuracy (\d\.\d{4}), macro-F1 (\d\.\d{4}) \(TF-IDF \+ logistic regression on the "
-    r"same split: accuracy (\d\.\d{4}), macro-F1 (\d\.\d{4})\)\n(.+)\nbest checkpoint: ",
+SUMMARY = re.compile(  # tiny.yaml tests 2 batches of 64 rows: the bar is scored on the same
+    r"^test accuracy (\d\.\d{4}), macro-F1 (\d\.\d{4}) on 128 of 224 test rows \(--trainer\."
+    r"limit_test_batches 2; TF-IDF \+ logistic regression on the same rows: accuracy "
+    r"(\d\.\d{4}), macro-F1 (\d\.\d{4})\)\n(.+)\nbest checkpoint: ",
     re.M,
 )
+FIRST = 128  # the rows tiny.yaml's limit_val_batches and limit_test_batches (2 x 64) read
 NO_SKLEARN = f"no {METHOD} bar: scikit-learn is not installed (pip install scikit-learn)"
 
 
 @pytest.fixture(scope="module")
 def expected(tiny_run, shared_cache) -> dict:
-    """`tfidf_scores` on the tiny run's own splits, rebuilt from its config.yaml (no cache)."""
+    """`tfidf_scores` on the tiny run's own splits, rebuilt from its config.yaml (no cache): on
+    the whole splits (what checkpoints store), and under "first" on the first `FIRST` rows of
+    each (what the limited run logs and prints beside its own figures)."""
     data = yaml.safe_load((tiny_run.run / "config.yaml").read_text())["data"]
     splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=str(shared_cache))
     validation, test = tfidf_scores(splits)
-    return {"validation": validation, "test": test, "train_rows": len(splits.train)}
+    predicted = tfidf_predictions(splits)
+    first = {
+        split: scores_of(column(splits[split], "labels")[:FIRST], predicted[split][:FIRST])
+        for split in ("validation", "test")
+    }
+    return {"validation": validation, "test": test, "first": first, "train_rows": len(splits.train)}
 
 
 @pytest.mark.slow
 def test_summary_shows_the_bar_of_the_same_split(tiny_run, expected):
     found = SUMMARY.search(tiny_run.proc.stdout)
     assert found, tiny_run.proc.stdout[-2000:]
-    test = expected["test"]
+    test = expected["first"]["test"]  # the bar on the rows the model was tested on
     assert found.group(3, 4) == (f"{test['acc']:.4f}", f"{test['f1']:.4f}")
     gap = 100 * abs(float(found[1]) - test["acc"])
     side = "above" if float(found[1]) > test["acc"] else "below"
@@ -76,8 +86,8 @@ def test_checkpoints_store_the_bar_exactly(tiny_run, expected):
 def test_tensorboard_gets_the_bar(tiny_run, expected):
     events = EventAccumulator(str(tiny_run.run), size_guidance={"scalars": 0})
     events.Reload()
-    test, validation = expected["test"], expected["validation"]
-    for tag, value in [
+    test, validation = expected["first"]["test"], expected["first"]["validation"]
+    for tag, value in [  # as logged beside the model's figures: on the same first rows
         ("test/baseline_acc", test["acc"]),
         ("test/baseline_f1", test["f1"]),
         ("hp/baseline_acc", test["acc"]),  # registered at 0.0 first (HPARAMS tab)
@@ -106,7 +116,12 @@ def test_baseline_false_skips_it(shared_cache, tmp_path):
         shared_cache,
     )  # fmt: skip
     assert code == 0, log[-2000:]
-    assert re.search(r"^test accuracy \d\.\d{4}, macro-F1 \d\.\d{4}\nbest checkpoint: ", log, re.M)
+    assert re.search(
+        r"^test accuracy \d\.\d{4}, macro-F1 \d\.\d{4} on 64 of 224 test rows "
+        r"\(--trainer\.limit_test_batches 1\)\nbest checkpoint: ",
+        log,
+        re.M,
+    )
     assert "TF-IDF" not in log and "bag-of-words" not in log
     (run,) = (tmp_path / "lightning_logs").iterdir()
     assert yaml.safe_load((run / "config.yaml").read_text())["baseline"] is False

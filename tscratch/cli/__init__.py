@@ -14,6 +14,8 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from tscratch.cli.output import closed_pipe
+
 
 @dataclass(frozen=True)
 class Command:
@@ -64,11 +66,14 @@ def usage() -> str:
 
 
 def run(name: str, argv: list[str]) -> int:
-    """Runs command `name` on `argv`, its usage lines saying `tscratch NAME`.
+    """Runs command `name` on `argv`, its usage lines saying `tscratch NAME`; a fault of the
+    file system it meets (no space, read-only, no permission, not a folder) is one `error:` line
+    and exit 2, as `tscratch.errors.run_command` makes it for the commands that use it.
 
     `sys.argv` is left as it is: Lightning starts DDP workers by running it again.
     """
     from tscratch.cli import parsing
+    from tscratch.errors import filesystem_fault, report_fault
 
     if (bad := not_text(argv)) is not None:
         print(f"error: tscratch {name}: {bad}", file=sys.stderr)
@@ -87,7 +92,15 @@ def run(name: str, argv: list[str]) -> int:
     main = importlib.import_module(COMMANDS[name].module).main
     saved, parsing.PROG = parsing.PROG, f"tscratch {name}"
     try:
-        return main(argv) or 0
+        code = main(argv) or 0
+        sys.stdout.flush()  # a reader that has gone shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # `... | head` (scripts/NAME.py too): quietly, `tscratch.cli.output`
+        return closed_pipe()
+    except OSError as error:  # no space, read-only, no permission: one line, as in run_command
+        if (fault := filesystem_fault(error)) is None:
+            raise
+        return report_fault(fault, error)
     finally:
         parsing.PROG = saved
 
@@ -113,7 +126,22 @@ def not_text(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`tscratch COMMAND [OPTIONS]`: the console script (see pyproject's `[project.scripts]`)."""
+    """`tscratch COMMAND [OPTIONS]`: the console script (see pyproject's `[project.scripts]`).
+
+    Output into a pipe whose reader has gone (`tscratch --help | head -1`, `tscratch predict
+    ... | head`) ends the command quietly, as SIGPIPE ends a Unix tool: no traceback, exit code
+    141 (`tscratch.cli.output`)."""
+    try:
+        try:
+            return _dispatch(argv)
+        finally:  # what is still buffered: a closed pipe shows here, not at interpreter exit
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+def _dispatch(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())

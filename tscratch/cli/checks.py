@@ -1,6 +1,6 @@
 """Checks made before a run writes anything: a bad combination fails in the first second.
 
-Both raise `UserError`, printed by the scripts as one `error:` line.
+Each raises `UserError`, printed by the scripts as one `error:` line.
 """
 
 from __future__ import annotations
@@ -117,3 +117,12 @@ def check_trainer_ranges(trainer: Mapping[str, Any]) -> None:
                 f"trainer.{name} ({value}) is a share of the batches, at most 1.0; pass a whole "
                 f"number for a number of batches"
             )
+
+
+def check_root_dir(trainer: Mapping[str, Any]) -> None:
+    """Refuses a `--trainer.default_root_dir` that the run could not write its folder in (a
+    file, a read-only or full file system, no permission) before any setup: Lightning would
+    fail with a traceback only when it first writes, seconds to minutes in."""
+    from tscratch.filesystem import check_writable
+
+    check_writable(trainer.get("default_root_dir") or ".", "--trainer.default_root_dir")

@@ -30,6 +30,7 @@ from typing import Any
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.configs import packaged_config
 from tscratch.errors import MissingFile, UserError, run_command
+from tscratch.filesystem import check_writable
 
 _DATA_KEYS = ("dataset", "name", "data_files", "text_column", "label_column")
 
@@ -121,6 +122,8 @@ def run(args: argparse.Namespace) -> None:
     trainer_args = {"accelerator": args.accelerator, "precision": args.precision}
     if args.output is not None and args.output.exists() and not args.output.is_dir():
         raise UserError(f"--output {args.output} is a file; give a folder (made if missing)")
+    if args.output is not None:  # before the slow pass: a folder that cannot take the files
+        check_writable(args.output, "--output")
     if args.config is not None:
         overrides = {
             **config_data(args.config),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tscratch.cli.parsing import ArgumentParser
 from tscratch.errors import MissingFile, UserError, run_command
+from tscratch.filesystem import check_writable
 
 
 def run(args: argparse.Namespace) -> None:
@@ -34,6 +35,8 @@ def run(args: argparse.Namespace) -> None:
     path = Path(args.ckpt_path)
     if not path.is_file():
         raise MissingFile(f"--model {args.ckpt_path}: no such file")
+    # The folder is written beside --out, then moved there: its parent must take files.
+    check_writable(Path(args.out).parent, "--out", shown=args.out)
     checkpoint = read_checkpoint(path)  # data only; one line if torn or foreign
     task = ClassificationTask.from_checkpoint(checkpoint)
     if task.tokenizer_json is None:

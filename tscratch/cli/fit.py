@@ -53,7 +53,12 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli.calibrate import calibrate_run
-from tscratch.cli.checks import check_max_length, check_resume, check_trainer_ranges
+from tscratch.cli.checks import (
+    check_max_length,
+    check_resume,
+    check_root_dir,
+    check_trainer_ranges,
+)
 from tscratch.cli.fit_pairs import settle_token_types
 from tscratch.cli.fit_plan import PlanFile, PlanShown, save_plan
 from tscratch.cli.fit_quick import given_options
@@ -236,6 +241,7 @@ class TScratchCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config
         check_trainer_ranges(config.trainer)  # before any folder is written
+        check_root_dir(config.trainer)
         root = Path(config.trainer.default_root_dir or ".")
         resuming = config.ckpt_path == "last"
         config.ckpt_path, version, self.resume_state = resolve_ckpt_path(config.ckpt_path, root)

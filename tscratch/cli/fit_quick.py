@@ -192,9 +192,10 @@ def quick_plan(args: list[str]) -> int | None:
 
     from tscratch.cli.checks import check_trainer_ranges
     from tscratch.cli.fit_pairs import settle_token_types
+    from tscratch.cli.output import log_to_stdout
     from tscratch.recipe.planner import check_recipe_options, make_plan
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    log_to_stdout()  # as fit's console: a closed pipe ends the command quietly
     groups = {k: Namespace(**v) if isinstance(v, dict) else v for k, v in values.items()}
     config = Namespace(**groups)  # groups only: a dict inside a group (data_files) stays one
     try:

@@ -47,18 +47,37 @@ def summary(trainer, best: str | None) -> None:
     else:
         see = f"logs: {log_dir}"
     multi = getattr(trainer.lightning_module, "multi_label", None) is not None
+    rows, covered = tested_rows(trainer), ""
+    if rows is not None:
+        covered = f" on {rows[0]:,} of {rows[1]:,} test rows"
+    notes = [f"--trainer.limit_test_batches {trainer.limit_test_batches}"] if rows else []
     bar = baseline_bar(trainer)
-    beside, verdict = "", None
+    verdict = None
     if bar is not None:
-        beside, verdict = bar.beside(), bar.verdict(None if acc is None else float(acc))
+        first = rows[0] if rows else None
+        notes.append(bar.beside(first))
+        verdict = bar.verdict(None if acc is None else float(acc), first)
+    beside = f" ({'; '.join(n for n in notes if n)})" if any(notes) else ""
     log.info(
-        "\ntest %s %.4f, macro-F1 %.4f%s\n%sbest checkpoint: %s\nlast checkpoint: %s\n%s",
+        "\ntest %s %.4f, macro-F1 %.4f%s%s\n%sbest checkpoint: %s\nlast checkpoint: %s\n%s",
         "exact match (multi-label, tuned thresholds)" if multi else "accuracy",
         float(acc) if acc is not None else float("nan"),
         float(f1) if f1 is not None else float("nan"),
+        covered,
         beside,
         f"{verdict}\n" if verdict else "",
         best,
         Path(last) / "last.ckpt",
         see,
     )
+
+
+def tested_rows(trainer) -> tuple[int, int] | None:
+    """(rows tested, rows in the test split) when `--trainer.limit_test_batches` kept the test
+    loop to the split's first rows (`TextClassificationData.evaluated`), else None."""
+    data = getattr(trainer, "datamodule", None)
+    rows = getattr(data, "evaluated", {}).get("test")
+    splits = getattr(data, "splits", None)
+    if rows is None or splits is None or rows >= len(splits.test):
+        return None
+    return rows, len(splits.test)

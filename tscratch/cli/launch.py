@@ -33,6 +33,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from tscratch.cli import parsing
+from tscratch.cli.output import log_to_stdout
 from tscratch.cli.parsing import did_you_mean
 from tscratch.configs import CONFIGS, packaged_config, packaged_configs
 from tscratch.training.model_summary import drop_flops
@@ -81,8 +82,9 @@ class _QuietLightning(logging.Filter):
 
 
 def console() -> None:
-    """Plain log lines on stdout, and no warnings or notices that say nothing to a user."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    """Plain log lines on stdout (`log_to_stdout`: a closed pipe ends the command quietly), and
+    no warnings or notices that say nothing to a user."""
+    log_to_stdout()
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         quiet = logging.getLogger(name)
         if not any(isinstance(f, _QuietLightning) for f in quiet.filters):

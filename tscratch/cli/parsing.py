@@ -2,7 +2,10 @@
 
 - No option is taken by prefix (`--out` is never `--output`): `allow_abbrev=False`.
 - A mistake is one `error:` line on stderr (exit code 2) with the nearest real options, not a
-  page of usage before it: `error: unrecognized arguments: --modle; did you mean --model?`.
+  page of usage before it: `error: unrecognized arguments: --modle; did you mean --model?`
+  (also when argparse would first complain that `--model` is missing), and the nearest choices
+  of an option that takes a few (`invalid choice: 'cdua' ...; did you mean 'cuda'?`): what
+  Python 3.12's `suggest_on_error` does, with difflib, on 3.11.
 - `renamed={"--ckpt_path": "--model"}` keeps an old spelling working, with a one-line notice on
   stderr, so the same option is spelled the same way in every command.
 - `RaisingArgumentParser` reports the same line as a `UserError` instead of exiting, for a
@@ -46,8 +49,9 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        args = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(self._respell(args), namespace)
+        args = self._respell(list(sys.argv[1:] if args is None else args))
+        self._parsing = args  # for `mistake`: the options it names that are not ours
+        return super().parse_known_args(args, namespace)
 
     def _respell(self, args: list[str]) -> list[str]:
         out = []
@@ -69,8 +73,25 @@ class ArgumentParser(argparse.ArgumentParser):
         found = [s for action in self._actions for s in action.option_strings]
         return [*found, *self.renamed]
 
+    def unknown_options(self) -> list[str]:
+        """The options among the arguments being parsed that this parser does not know."""
+        known, found = set(self.options()), []
+        for arg in getattr(self, "_parsing", []):
+            if arg == "--":
+                break
+            flag = arg.partition("=")[0]
+            number = NUMBER.fullmatch(flag)
+            if flag.startswith("-") and len(flag) > 1 and not number and flag not in known:
+                found.append(flag)
+        return found
+
     def mistake(self, message: str) -> str:
-        """The one line (without `error: `) that reports argparse's `message`."""
+        """The one line (without `error: `) that reports argparse's `message`: a missing
+        required option is reported as the unknown options given, if any (`--modle x`: the
+        misspelling is the mistake, with the option it is near)."""
+        unknown = self.unknown_options()
+        if unknown and message.startswith("the following arguments are required"):
+            message = f"unrecognized arguments: {' '.join(unknown)}"
         hint = did_you_mean(message, self.options())
         tail = hint or f"{self.prog} --help lists the options"
         return f"{' '.join(message.split())}; {tail}"
@@ -87,9 +108,18 @@ class RaisingArgumentParser(ArgumentParser):
         raise UserError(self.mistake(message))
 
 
+NUMBER = re.compile(r"-\d[\d.eE+-]*")  # a negative number is a value, not an option
+CHOICE = re.compile(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$")
+
+
 def did_you_mean(message: str, known: Sequence[str]) -> str:
     """'did you mean ...?' for the unknown options an argparse `message` names ("unrecognized
-    arguments: ..."), from `known`; "" for any other message or when none is near."""
+    arguments: ..."), from `known`, or for an invalid choice, from the choices it lists; "" for
+    any other message or when none is near."""
+    if choice := CHOICE.match(" ".join(message.split())):
+        given, listed = choice.group(1), re.findall(r"'((?:[^'\\]|\\.)*)'", choice.group(2))
+        near = difflib.get_close_matches(given, listed, n=3, cutoff=0.6)
+        return f"did you mean {' or '.join(map(repr, near))}?" if near else ""
     match = re.match(r"unrecognized arguments: (.*)", message)
     if not match:
         return ""

@@ -126,7 +126,7 @@ def check_data(args: Sequence[str]) -> None:
     """Refuse, as the data module would, the data file ``args`` name: missing, not valid in its
     encoding, or a table without a column ``args`` name (`UserError`)."""
     from tscratch.data.charset import check_encoding, codec_name
-    from tscratch.data.columns import pick_column
+    from tscratch.data.columns import flag_of, named_column
     from tscratch.data.files import (
         LOCAL_FORMATS,
         check_files_exist,
@@ -165,7 +165,7 @@ def check_data(args: Sequence[str]) -> None:
         return  # columns of JSON rows are the union of every row's keys: the loader's
     for role in ("text", "label", "text_pair"):  # a column not named may be guessed from values
         if (given := data.get(f"{role}_column")) is not None:
-            pick_column(header, given, (), role)
+            named_column(header, given, flag_of(role))
 
 
 DATA_TEXT = ("dataset", "text_column", "label_column", "text_pair_column", "encoding")

@@ -3,20 +3,22 @@
 Inputs (`--input`, in `--data.encoding`): `.txt` holds one text per line, as does `-` (stdin):
 a line ends at LF (or CR LF) and nowhere else, so a form feed, U+2028, NEL or a lone CR stays
 inside its text, and a blank line is an empty text with its own result, so that result i always
-belongs to line i (`text_lines`). `.csv`, `.jsonl`, `.json` and `.parquet` hold one text per
-row, in `--data.text_column` or in a column guessed the way training guesses it
-(`TEXT_COLUMNS`). Table rows are all kept, an empty cell as "", so result i belongs to row i; a
-quoted CSV cell or a JSON string may span lines. For a model of text pairs, a table holds one
-pair per row: the text in `--data.text_column` (or guessed) and its pair in
-`--data.text_pair_column` (by default the column the model was trained with); see
-`read_pair_inputs`.
+belongs to line i (`text_lines`). `.csv`, `.tsv`, `.jsonl`, `.json` and `.parquet` hold one
+text per row (a `.csv` or `.tsv` cut at the delimiter its first lines use, as training reads
+it: `tscratch.data.cells.sniff_delimiter`), in `--data.text_column` or in a column guessed
+from its name as training guesses it (`TEXT_COLUMNS`). Table rows are all kept, an empty cell
+as "", so result i belongs to row i; a quoted CSV cell or a JSON string may span lines. For a
+model of text pairs, a table holds one pair per row: the text in `--data.text_column` (or
+guessed) and its pair in `--data.text_pair_column` (by default the column the model was
+trained with); see `read_pair_inputs`.
 
 Outputs (`--output`): JSON lines (`.jsonl`, the objects printed to stdout without `--output`;
 U+2028, U+2029 and NEL escaped, so that any line splitter keeps a line whole: `json_line`) or
 CSV (`.csv`: `text,label,prob_<label>...`, a blank cell for a label left out by `--top_k`; pairs
 add a `text_pair` column after `text`; a multi-label model writes `labels`, its labels above
-their thresholds joined by `|`, instead of `label`). The file is written beside its
-destination and moved into place whole.
+their thresholds joined by `|`, instead of `label`). Its folder is checked before any work
+(`check_output`); the file is written beside its destination and moved into place whole, and
+when that fails the results are kept in a file whose place the one-line error names.
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ import io
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tscratch.data.cells import SNIFF_BYTES as SNIFF_CHARS
+from tscratch.data.cells import sniff_delimiter
 from tscratch.data.charset import check_encoding, codec_name
-from tscratch.data.columns import TEXT_COLUMNS, pick_column
-from tscratch.errors import MissingFile, UserError
+from tscratch.data.columns import TEXT_COLUMNS, flag_of, pick_column
+from tscratch.errors import FilesystemError, MissingFile, UserError, fault_reason, one_line
+from tscratch.filesystem import check_writable
 
-TABLES = (".csv", ".jsonl", ".json", ".parquet")
+TABLES = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 OUTPUTS = (".jsonl", ".csv")
 
 
@@ -176,7 +182,7 @@ def _read_text_columns(
     try:
         columns = _read_columns(path, picks, text)
         return [
-            [_text(value, name, row, f"--{role}_column") for row, value in enumerate(values)]
+            [_text(value, name, row, flag_of(role)) for row, value in enumerate(values)]
             for (name, values), (_, _, role) in zip(columns, picks, strict=True)
         ]
     except UserError as error:
@@ -198,8 +204,10 @@ def _read_columns(
         chosen = [pick_column(names, given, guesses, role) for given, guesses, role in picks]
         table = pq.read_table(path, columns=list(dict.fromkeys(chosen)))
         return [(name, table.column(name).to_pylist()) for name in chosen]
-    if path.suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text))
+    if path.suffix in (".csv", ".tsv"):
+        own = "\t" if path.suffix == ".tsv" else ","
+        sep = sniff_delimiter(text[:SNIFF_CHARS], own, whole=len(text) <= SNIFF_CHARS)
+        reader = csv.DictReader(io.StringIO(text), delimiter=sep)
         columns, rows = list(reader.fieldnames or []), list(reader)
     else:
         rows = _json_rows(text, path.suffix)
@@ -239,12 +247,16 @@ def _text(value: Any, column: str, row: int, flag: str) -> str:
 
 
 def check_output(output: str) -> Path:
-    """`--output` as a path, refused unless it ends in one of `OUTPUTS` (before any work)."""
+    """`--output` as a path, refused before any work unless it ends in one of `OUTPUTS`, is not
+    a folder, and its folder can take files (`check_writable`)."""
     path = Path(output)
     if path.suffix not in OUTPUTS:
         raise UserError(
             f"--output {output}: unknown file type {path.suffix!r}; use .jsonl (JSON lines) or .csv"
         )
+    if path.is_dir():
+        raise FilesystemError(f"--output {output} is a folder; name a .jsonl or .csv file")
+    check_writable(path.parent, "--output", shown=output)
     return path
 
 
@@ -259,30 +271,80 @@ _LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 def write_results(results: list[dict[str, Any]], labels: Sequence[str], out: Path | None) -> None:
-    """Write `results` as JSON lines to stdout, or to `out` (`.jsonl` or `.csv`)."""
+    """Write `results` as JSON lines to stdout, or to `out` (`.jsonl` or `.csv`): whole, through
+    a temporary file beside it. When that cannot be written or moved into place (a disk that
+    filled, a folder made read-only since `check_output`), the results are kept, in the
+    temporary file or in one under the system's temporary folder, and the `FilesystemError`
+    says where."""
     if out is None:
         for result in results:
             sys.stdout.write(json_line(result))
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("w", encoding="utf-8", newline="") as f:
-            if out.suffix == ".csv":
-                inputs = (
-                    ["text", "text_pair"] if results and "text_pair" in results[0] else ["text"]
-                )
-                # A multi-label model's `labels` cell joins its labels with "|" (maybe none).
-                key = "labels" if results and "labels" in results[0] else "label"
-                writer = csv.writer(f)
-                writer.writerow([*inputs, key, *(f"prob_{name}" for name in labels)])
-                for r in results:
-                    probs = r["probabilities"]
-                    cells = [r[key] for key in inputs]
-                    decided = r[key] if key == "label" else "|".join(r[key])
-                    writer.writerow([*cells, decided, *(probs.get(n, "") for n in labels)])
-            else:
-                f.writelines(json_line(r) for r in results)
-        os.replace(tmp, out)
-    finally:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _write_file(tmp, results, labels, out.suffix)
+    except OSError as error:
         tmp.unlink(missing_ok=True)
+        raise _output_fault(error, out, _keep_elsewhere(results, labels, out)) from None
+    except BaseException:  # Ctrl-C while writing: no half-written file is left
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        os.replace(tmp, out)
+    except OSError as error:
+        raise _output_fault(error, out, (tmp, None)) from None
+
+
+def _write_file(
+    path: Path, results: list[dict[str, Any]], labels: Sequence[str], kind: str
+) -> None:
+    """The results as a `.jsonl` or `.csv` (``kind``) file at ``path``, flushed to the disk."""
+    with path.open("w", encoding="utf-8", newline="") as f:
+        if kind == ".csv":
+            inputs = ["text", "text_pair"] if results and "text_pair" in results[0] else ["text"]
+            # A multi-label model's `labels` cell joins its labels with "|" (maybe none).
+            key = "labels" if results and "labels" in results[0] else "label"
+            writer = csv.writer(f)
+            writer.writerow([*inputs, key, *(f"prob_{name}" for name in labels)])
+            for r in results:
+                probs = r["probabilities"]
+                cells = [r[key] for key in inputs]
+                decided = r[key] if key == "label" else "|".join(r[key])
+                writer.writerow([*cells, decided, *(probs.get(n, "") for n in labels)])
+        else:
+            f.writelines(json_line(r) for r in results)
+        f.flush()
+        os.fsync(f.fileno())  # a full disk shows here, not after the move
+
+
+def _keep_elsewhere(
+    results: list[dict[str, Any]], labels: Sequence[str], out: Path
+) -> tuple[Path | None, OSError | None]:
+    """The results written to a new file under the system's temporary folder, named after
+    ``out``: (that file, None), or (None, the error) when it cannot be written either."""
+    kept = None
+    try:
+        handle, name = tempfile.mkstemp(prefix=f"{out.stem}.", suffix=out.suffix)
+        os.close(handle)
+        kept = Path(name)
+        _write_file(kept, results, labels, out.suffix)
+    except OSError as error:
+        if kept is not None:
+            kept.unlink(missing_ok=True)
+        return None, error
+    return kept, None
+
+
+def _output_fault(
+    error: OSError, out: Path, kept: tuple[Path | None, OSError | None]
+) -> FilesystemError:
+    """One line: why `--output` could not be written, and where the results are instead."""
+    what, fix = fault_reason(error) or (one_line(error), "write to another folder")
+    file, second = kept
+    if file is not None:
+        where = f"the results are kept in {file}; move it to {out} yourself"
+    else:
+        also = fault_reason(second) if second is not None else None
+        where = f"they could not be kept elsewhere either ({also[0] if also else second})"
+    return FilesystemError(f"--output {out}: cannot write it ({what}); {where}, or {fix}")

@@ -20,14 +20,17 @@ text or an unknown field (pairs sent to a single-text model and single texts sen
 model included); 413 for a text over `--max_text_chars` or more than `--max_texts` texts (or
 pairs). Not `HTTPException` in `decode_request`: in LitServe's batched loop that fails every
 request of the batch, good ones too. The body is read as JSON whatever its Content-Type says
-(`curl -d` sends form-urlencoded).
+(`curl -d` sends form-urlencoded). A body over 1 MiB is not parsed in the HTTP process, whose
+event loop answers `/health` too: it goes to the worker through a spool file, and the worker
+parses and checks it and answers a bad one with the same status and detail (a `Failure`).
 
 The last line of defence: when the model raises on a batch anyway, each request of it is run
 alone, so the good ones get their answers and a failing one its own error: `encode_response`
 returns a `JSONResponse` with the status and `{"detail": "<one line>"}` (400 for a `UserError`,
 500 for any other error, logged with its traceback by the worker), which LitServe hands to the
 client as it is. SIGTERM and SIGINT stop every process the server started
-(`tscratch.cli.serve_stop`).
+(`tscratch.cli.serve_stop`); a SIGKILL of the server's process ends them too, each bound to its
+parent by Linux's parent-death signal (`tscratch.cli.serve_processes`).
 """
 
 from __future__ import annotations
@@ -35,17 +38,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import socket
 import sys
 from typing import Any
 
 from tscratch.cli.parsing import ArgumentParser
+from tscratch.cli.serve_processes import bind_forked_children, bind_worker, spool_folder
 from tscratch.cli.serve_requests import (
     API_PATH,
+    PAIR_USAGE,
+    USAGE,
     BadRequest,
     Limits,
     RefuseBadRequests,
+    Spool,
     read_request,
+    read_spooled,
 )
 from tscratch.cli.serve_stop import ignore_interrupts, stopped_by_signals
 from tscratch.errors import UserError, one_line, run_command
@@ -101,6 +110,8 @@ class ClassifierAPI(_LitAPI):
         max_batch_size: requests per LitServe batch, and texts per forward pass.
         batch_timeout: seconds LitServe waits for a batch to fill.
         pairs: the model reads text pairs.
+        spool: where the HTTP processes leave large bodies, which the worker reads and checks.
+        parent: the server's process, which the worker dies with (`serve_processes`).
     """
 
     min_confidence: float | None = None
@@ -113,13 +124,17 @@ class ClassifierAPI(_LitAPI):
         max_batch_size: int,
         batch_timeout: float,
         pairs: bool = False,
+        spool: Spool | None = None,
+        parent: int | None = None,
     ) -> None:
         super().__init__(
             max_batch_size=max_batch_size, batch_timeout=batch_timeout, api_path=API_PATH
         )
         self.source, self.limits, self.pairs = source, limits, pairs
+        self.spool, self.parent = spool, parent
 
     def setup(self, device: str) -> None:
+        bind_worker(self.parent)  # a SIGKILL of the server's process ends this one too
         ignore_interrupts()  # in a worker: the server's process stops it (`serve_stop`)
         from tscratch.cli.classifiers import open_classifier  # torch: after the flags parse
 
@@ -127,8 +142,11 @@ class ClassifierAPI(_LitAPI):
 
     # Unannotated on purpose: LitServe reads the annotation as the request type (JSON by default).
     def decode_request(self, request) -> Request | Failure:
-        # Checked by the middleware already; an error here must not fail the batch either.
+        # Checked by the middleware already, or spooled (a large body) for this worker to parse
+        # and check; an error here must not fail the batch either.
         try:
+            if self.spool is not None:
+                request = read_spooled(self.spool, request, PAIR_USAGE if self.pairs else USAGE)
             return read_request(request, self.limits, self.pairs)
         except Exception as error:
             return Failure.of(error, 0)
@@ -192,6 +210,7 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(f"--batch_timeout ({args.batch_timeout}) must be in [0, {REQUEST_TIMEOUT})")
     if not 1024 <= args.port <= 65535:
         raise UserError(f"--port ({args.port}) must be from 1024 to 65535")
+    shown, args.host = args.host, bind_address(args.host)
     check_port_free(args.host, args.port)
     from tscratch.cli.classifiers import open_classifier  # torch: after the flags parse
     from tscratch.export.classifier import check_min_confidence
@@ -217,9 +236,21 @@ def run(args: argparse.Namespace) -> None:
     if classifier.thresholds is not None:  # multi-label
         info["thresholds"] = dict(zip(classifier.labels, classifier.thresholds, strict=True))
     del classifier
+    with spool_folder() as folder:
+        serve(args, info, limits, pairs, Spool(folder), shown)
+
+
+def serve(
+    args: argparse.Namespace, info: dict, limits: Limits, pairs: bool, spool: Spool, shown: str
+) -> None:
+    """Start LitServe's processes, each bound to die with this one (`serve_processes`), and
+    serve until interrupted."""
     import litserve
 
-    api = ClassifierAPI(args.model, limits, args.max_batch_size, args.batch_timeout, pairs)
+    bind_forked_children()
+    api = ClassifierAPI(
+        args.model, limits, args.max_batch_size, args.batch_timeout, pairs, spool, os.getpid()
+    )
     api.min_confidence = args.min_confidence
     server = litserve.LitServer(
         api,
@@ -227,9 +258,9 @@ def run(args: argparse.Namespace) -> None:
         workers_per_device=args.workers,
         timeout=REQUEST_TIMEOUT,
         model_metadata=info,
-        middlewares=[(RefuseBadRequests, {"limits": limits, "pairs": pairs})],
+        middlewares=[(RefuseBadRequests, {"limits": limits, "pairs": pairs, "spool": spool})],
     )
-    url = f"http://{'[::1]' if args.host == '::' else args.host}:{args.port}"
+    url = f"http://{'[::1]' if args.host == '::' else shown}:{args.port}"  # as --host names it
     labels = ", ".join(info["labels"])
     reads = "; reads text pairs" if pairs else ""
     sys.stdout.write(
@@ -238,6 +269,32 @@ def run(args: argparse.Namespace) -> None:
     )
     sys.stdout.flush()
     server.run(host=args.host, port=args.port, log_level="warning", generate_client_file=False)
+
+
+def bind_address(host: str) -> str:
+    """The address of `HOSTS` that `--host` names: one of them, or a name that resolves to
+    one (`localhost`: 127.0.0.1); one line for a name that does not resolve, or that names
+    an address LitServe cannot listen on alone (it takes only these three)."""
+    if host in HOSTS:
+        return host
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:  # socket.gaierror is an OSError
+        reason = getattr(error, "strerror", None) or str(error)
+        raise UserError(
+            f"--host {host}: cannot resolve it ({reason}); pass localhost or 127.0.0.1 (this "
+            "machine), or 0.0.0.0 or :: (every interface, to serve other machines)"
+        ) from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    for address in HOSTS:
+        if address in addresses:
+            return address
+    named = f"--host {host}" if addresses == [host] else f"--host {host} ({', '.join(addresses)})"
+    raise UserError(
+        f"{named}: LitServe listens only on 127.0.0.1 "
+        "(localhost: this machine), 0.0.0.0 or :: (every interface, to serve other machines): "
+        "pass one of those"
+    )
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -260,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     add = parser.add_argument
     add("--model", required=True, help="a .ckpt, an exported folder or its model(.int8).onnx")
-    add("--host", default="127.0.0.1", choices=HOSTS, help="0.0.0.0 or :: to serve other machines")
+    add("--host", default="127.0.0.1", help="a name or address: 127.0.0.1 or localhost (this "
+        "machine), 0.0.0.0 or :: (every interface, to serve other machines)")  # fmt: skip
     add("--port", type=int, default=8000, help="TCP port (1024-65535)")
     add("--max_batch_size", type=int, default=32, help="requests per batch, texts per forward")
     add("--batch_timeout", type=float, default=0.01, help="seconds to wait for a batch to fill")

@@ -1,22 +1,36 @@
-"""What a `POST /predict` to `tscratch serve` may hold, checked in the HTTP process.
+"""What a `POST /predict` to `tscratch serve` may hold, and where it is checked.
 
 `read_request` turns a JSON payload into texts (and pairs, for a model of text pairs) or raises
 `BadRequest` with an HTTP status and a one-line reason, cheaply: the counts and lengths of all
-texts before any character is looked at, and the characters in C, not a Python loop (a 100 MB
-body is refused in well under a second). `RefuseBadRequests`, an ASGI middleware,
-answers such a request with `{"detail": reason}` before it reaches LitServe's batched loop, where
-an error in `decode_request` would fail every request of the batch (see `tscratch.cli.serve`).
+texts before any character is looked at, and the characters in C, not a Python loop.
+
+`RefuseBadRequests`, an ASGI middleware in each HTTP process, reads the body as it arrives
+(refusing one over the body cap, `Limits.max_body_bytes`, unread or as soon as it passes it).
+A body of up to `INLINE_BYTES` is parsed and checked there, a few milliseconds at most, and a bad
+one answered with `{"detail": reason}` before it reaches LitServe's batched loop, where an error
+in `decode_request` would fail every request of the batch (see `tscratch.cli.serve`). A larger
+body is never parsed in the HTTP process, whose event loop also answers `/health`: a JSON parse
+holds the interpreter for its whole length (0.3 s for 100 MB), and LitServe would parse it a
+second time and copy it through its queues. It is written, chunk by chunk as it arrives, to a
+file of the server's private spool folder (`Spool`), and LitServe gets only its name; the model
+worker reads, parses and checks it (`read_spooled`), and a bad one gets its 4xx from there, in
+its own `Failure`. So whatever a client sends, the HTTP process spends microseconds per chunk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
+import os
 import re
+import secrets
 import sys
+import time
 import unicodedata
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -189,14 +203,77 @@ def _json_type(value: Any) -> str:
 Message = dict[str, Any]  # an ASGI scope or event
 
 
+INLINE_BYTES = 1 << 20
+"""The largest body checked in the HTTP process (its parse and checks take a few ms); a larger
+one goes to the model worker through the spool (see the module doc)."""
+SPOOLED = "tscratch_spooled"
+"""The one field of the body LitServe gets for a spooled request: the file's name. A client
+cannot send it: every body is checked (which refuses the field) or spooled."""
+_SPOOL_NAME = re.compile(r"[0-9a-f]{32}\.json")
+SWEEP_AFTER_S = 300.0
+"""A spool file this old belongs to a request that timed out in LitServe's queue (after 30 s),
+which the worker never decodes: the next spooled read removes it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Spool:
+    """The server's private folder (mode 0700) where the HTTP processes leave large request
+    bodies for the model worker, one file each, read and removed by the worker."""
+
+    folder: str
+
+    def create(self) -> tuple[str, int]:
+        """A new file's name and its descriptor, open for writing (owner only)."""
+        name = f"{secrets.token_hex(16)}.json"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        return name, os.open(os.path.join(self.folder, name), flags, 0o600)
+
+    def remove(self, name: str) -> None:
+        Path(self.folder, name).unlink(missing_ok=True)
+
+    def sweep(self, older_than: float) -> None:
+        """Remove the files left more than ``older_than`` seconds ago: those of requests that
+        timed out in LitServe's queue, which the worker never decodes."""
+        now = time.time()
+        for file in Path(self.folder).iterdir():
+            with contextlib.suppress(OSError):  # another worker's sweep was first
+                if now - file.stat().st_mtime > older_than:
+                    file.unlink()
+
+
+def read_spooled(spool: Spool, payload: Any, usage: str = USAGE) -> Any:
+    """In the model worker: the body a spooled request's `payload` names, read from the spool
+    (the file removed) and parsed (`BadRequest` when it is not JSON); a payload of another shape
+    is returned as it is."""
+    if not (isinstance(payload, dict) and set(payload) == {SPOOLED}):
+        return payload
+    name = payload[SPOOLED]
+    if not (isinstance(name, str) and _SPOOL_NAME.fullmatch(name)):
+        raise ValueError(f"a spooled request names no spool file ({name!r})")
+    path = Path(spool.folder, name)
+    try:
+        body = path.read_bytes()
+    finally:
+        path.unlink(missing_ok=True)
+        spool.sweep(older_than=SWEEP_AFTER_S)
+    return parse_body(body, usage)
+
+
 class RefuseBadRequests:
     """ASGI middleware: answers a bad `POST /predict` with its 4xx itself; passes a good one on
-    with its body replayed and its Content-Type set to JSON. `pairs`: the model reads pairs."""
+    with its body replayed and its Content-Type set to JSON, or a large one as the name of the
+    file it was spooled to (see the module doc). `pairs`: the model reads pairs; `spool`: where
+    large bodies go (None: every body is checked here)."""
 
     def __init__(
-        self, app: Callable[..., Awaitable[None]], *, limits: Limits, pairs: bool = False
+        self,
+        app: Callable[..., Awaitable[None]],
+        *,
+        limits: Limits,
+        pairs: bool = False,
+        spool: Spool | None = None,
     ) -> None:
-        self.app, self.limits, self.pairs = app, limits, pairs
+        self.app, self.limits, self.pairs, self.spool = app, limits, pairs, spool
         _visible_table()  # built at start-up, not in the first request that needs it
 
     async def __call__(
@@ -214,20 +291,44 @@ class RefuseBadRequests:
         if declared.isdigit() and int(declared) > cap:  # refused before reading a byte
             return await refuse(send, too_big)
         chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > cap:  # a body without (or lying about) its length: stop reading it
-                return await refuse(send, too_big)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        spooled: tuple[str, int] | None = None  # (name, descriptor) once the body is large
+        read = False
         try:
-            read_request(parse_body(body, usage), self.limits, self.pairs)
-        except BadRequest as error:
-            return await refuse(send, error)
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > cap:  # a body without (or lying about) its length: stop reading it
+                    return await refuse(send, too_big)
+                try:
+                    if spooled is None and self.spool is not None and size > INLINE_BYTES:
+                        spooled = self.spool.create()
+                        _write_all(spooled[1], b"".join(chunks))
+                        chunks = []
+                    if spooled is not None:
+                        _write_all(spooled[1], chunk)  # page cache: microseconds per chunk
+                    else:
+                        chunks.append(chunk)
+                except OSError as error:  # the spool's disk is full
+                    return await refuse(send, no_room(error))
+                more = message.get("more_body", False)
+            read = True
+        finally:
+            if spooled is not None and not read:  # refused, gone or failed: nobody will read it
+                with contextlib.suppress(OSError):
+                    os.close(spooled[1])
+                self.spool.remove(spooled[0])  # type: ignore[union-attr]
+        if spooled is not None:
+            os.close(spooled[1])
+            body = json.dumps({SPOOLED: spooled[0]}).encode()  # parsed by the model worker
+        else:
+            body = b"".join(chunks)
+            try:
+                read_request(parse_body(body, usage), self.limits, self.pairs)
+            except BadRequest as error:
+                return await refuse(send, error)
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
         headers.append((b"content-type", b"application/json"))
         sent = False
@@ -240,6 +341,20 @@ class RefuseBadRequests:
             return {"type": "http.request", "body": body, "more_body": False}
 
         return await self.app({**scope, "headers": headers}, replay, send)
+
+
+def no_room(error: OSError) -> BadRequest:
+    """507 for a body the server has no room to hold (its spool folder's disk is full)."""
+    return BadRequest(
+        507, f"the server has no room for a body this large now ({error.strerror}); send a "
+        "smaller request, or retry later",
+    )  # fmt: skip
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
 
 
 async def refuse(send: Callable[[Message], Awaitable[None]], error: BadRequest) -> None:

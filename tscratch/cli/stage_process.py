@@ -66,15 +66,25 @@ def wait(child: subprocess.Popen) -> tuple[int, int | None]:
 def die_with_parent() -> None:
     """In a stage started by `start`: receive SIGTERM when the parent dies (Linux only)."""
     parent = os.environ.pop(PARENT_PID, None)
-    if parent is None or not sys.platform.startswith("linux"):
-        return
+    if parent is not None and parent.isdigit():
+        bind_to_parent(int(parent), signal.SIGTERM)
+
+
+def bind_to_parent(parent: int, signum: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send this process ``signum`` when its parent, the process ``parent``, dies
+    (`prctl(PR_SET_PDEATHSIG)`); sent at once if it has died already. Also what `tscratch
+    serve`'s processes call (`tscratch.cli.serve`). Returns whether the process is bound
+    (never elsewhere than Linux, nor without a C library to call)."""
+    if not sys.platform.startswith("linux"):
+        return False
     import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
-            return
+        if libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+            return False
     except (OSError, AttributeError):  # no libc to call: nothing is bound
-        return
-    if str(os.getppid()) != parent:  # the parent died before the call above: nothing will come
-        os.kill(os.getpid(), signal.SIGTERM)
+        return False
+    if os.getppid() != parent:  # the parent died before the call above: nothing will come
+        os.kill(os.getpid(), signum)
+    return True

@@ -9,6 +9,7 @@ options they read (``batch_size``, ``bucket_size``, ``pad_widths``, ``max_tokens
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,17 @@ def check_batching(pad_widths: PadWidths, max_tokens: int | None, max_length: in
             f"({max_length}, padded to {widest} tokens); raise it to at least {widest}, or leave "
             "it unset to batch by data.batch_size"
         )
+
+
+def evaluated_rows(rows: int, batch_size: int, limit: int | float | None) -> int:
+    """How many of ``rows`` a Trainer's ``limit_val_batches`` / ``limit_test_batches`` (an int:
+    batches; a float: a share of them; None: all) lets an evaluation loop read, in batches of
+    ``batch_size``: Lightning's own count (`_parse_num_batches`) of whole batches."""
+    batches = math.ceil(rows / batch_size)
+    if limit is None or (isinstance(limit, float) and limit >= 1.0):
+        return rows
+    taken = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+    return min(rows, taken * batch_size)
 
 
 class IndexedRows(torch.utils.data.Dataset):
@@ -153,11 +165,23 @@ class TokenizedData(L.LightningDataModule):
         )
 
     def longest_first_loader(
-        self, dataset: Any, lengths: Sequence[int], batch_size: int, collate_fn: Callable
+        self,
+        dataset: Any,
+        lengths: Sequence[int],
+        batch_size: int,
+        collate_fn: Callable,
+        first: int | None = None,
     ) -> DataLoader:
         """Evaluation batches, longest rows first: little padding, and an out-of-memory batch
-        fails at once. The same batches on every call."""
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        fails at once. The same batches on every call.
+
+        With ``first``, the batches that hold the first ``first`` rows of the dataset (as it is
+        stored) come before the rest, each part longest first: a run limited to the batches
+        that hold them (`evaluated_rows`) evaluates the split's first rows, which its stored
+        order makes a fair sample (`tscratch.data.sources.spread_order`), not its longest."""
+        first = len(lengths) if first is None else min(first, len(lengths))
+        parts = (range(first), range(first, len(lengths)))
+        order = [i for part in parts for i in sorted(part, key=lambda i: -lengths[i])]
         return DataLoader(
             dataset,
             batch_size=batch_size,

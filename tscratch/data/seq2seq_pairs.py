@@ -63,14 +63,15 @@ def headline_pairs(
     """
     if (source_column is None) != (target_column is None):
         raise UserError(
-            f"source_column ({source_column!r}) and target_column ({target_column!r}) go "
-            "together: set both, or neither for bbc_news headlines"
+            f"--data.source_column ({source_column!r}) and --data.target_column "
+            f"({target_column!r}) go together: name both, or neither for bbc_news headlines"
         )
     if source_column is None:
         if dataset != BBC_NEWS:
             raise UserError(
-                f"dataset {dataset!r} needs source_column and target_column (the text to "
-                "summarise and its headline); only bbc_news has built-in headlines"
+                f"dataset {dataset!r} needs --data.source_column NAME and --data.target_column "
+                "NAME (the text to summarise and its headline); only bbc_news has built-in "
+                "headlines"
             )
         splits = load_labeled_splits(
             dataset, None, None, None, None, val_fraction, test_fraction, seed, None, cache_dir

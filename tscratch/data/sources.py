@@ -7,7 +7,11 @@ pair column, rows are ``{"text": str, "text_pair": str, "labels": int}``.
 
 Missing validation/test splits are carved out of the training split, stratified by label and
 grouped by exact text (by exact pair for text pairs), so a duplicated article never sits on both
-sides of the train/eval line.
+sides of the train/eval line. Validation and test rows are then stored in a seeded order that
+spreads every class evenly (`spread_order`): a run that evaluates only the first batches
+(`--trainer.limit_val_batches`, `limit_test_batches`) sees every class in proportion, not the
+first classes of a file sorted by label. Which rows each split holds does not depend on it, and
+the training rows keep their order (the sampler draws a new one every epoch).
 """
 
 from __future__ import annotations
@@ -16,13 +20,13 @@ import json
 import logging
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from datasets import ClassLabel, Dataset, DatasetDict, Value
 
-from tscratch.data.columns import LABEL_COLUMNS, TEXT_COLUMNS, pick_column
+from tscratch.data.columns import SAMPLE_ROWS, flag_of, guess_columns, pick_column
 from tscratch.data.multilabel import (
     is_multi_label,
     label_union,
@@ -88,6 +92,7 @@ def prepare_splits(
     seed: int = 42,
     text_pair_column: str | None = None,
     label_delimiter: str | None = None,
+    source: str = "",
 ) -> LabeledSplits:
     """Cleans ``raw``, encodes its labels as ints and returns train/validation/test splits.
 
@@ -95,26 +100,36 @@ def prepare_splits(
     ``text_pair`` column, and a row needs both texts. A label column of lists (or of strings
     cut by ``label_delimiter``) is multi-label: ``labels`` then holds a 0/1 list per row, one
     entry per label name (the sorted union of the training labels; see
-    `tscratch.data.multilabel`).
+    `tscratch.data.multilabel`). Columns not named are guessed (`tscratch.data.columns`;
+    ``source`` names the data in the line that reports a guess).
     """
     splits = _rename_splits(raw)
-    columns = splits["train"].column_names
-    text_col = pick_column(columns, text_column, TEXT_COLUMNS, "text")
-    label_col = pick_column(columns, label_column, LABEL_COLUMNS, "label")
+    train = splits["train"]
+    columns = train.column_names
+    sample = train.with_format("arrow")[:SAMPLE_ROWS]  # what a guess from values reads
+    text_col, label_col = guess_columns(
+        columns,
+        lambda c: sample.column(c).to_pylist(),
+        text_column,
+        label_column,
+        source,
+        exclude=[text_pair_column] if text_pair_column else [],
+    )
     text_cols = {"text": text_col}
     if text_pair_column is not None:
         pair_col = pick_column(columns, text_pair_column, (), "text_pair")
         if pair_col == text_col:
             raise UserError(
-                f"text_pair_column {pair_col!r} is also the text column; name the column of "
-                "second texts (and text_column for the first)"
+                f"--data.text_pair_column {pair_col!r} is also the text column; name the column "
+                "of second texts (and --data.text_column the first)"
             )
         text_cols["text_pair"] = pair_col
     for option, col in text_cols.items():
         feature = splits["train"].features[col]
         if not (isinstance(feature, Value) and feature.dtype in ("string", "large_string")):
             raise UserError(
-                f"{option} column {col!r} holds {feature}, not strings; set {option}_column"
+                f"{option} column {col!r} holds {feature}, not strings; name the column of "
+                f"texts: {flag_of(option)} NAME"
             )
 
     rows = {s: _clean_rows(ds, list(text_cols.values()), label_col, s) for s, ds in splits.items()}
@@ -141,12 +156,17 @@ def prepare_splits(
         split_texts, split_labels = encoded[split]
         if not split_texts:
             raise UserError(f"the {split} split is empty; add data or raise val/test fractions")
+        if split != "train":  # every class spread evenly over the rows (the module docstring)
+            strata = [stratum(y) for y in split_labels] if multi else split_labels
+            order = spread_order(strata, seed)
+            split_texts = [split_texts[i] for i in order]
+            split_labels = [split_labels[i] for i in order]
         fields = {name: [row[i] for row in split_texts] for i, name in enumerate(text_cols)}
         out[split] = Dataset.from_dict({**fields, "labels": split_labels})
     if len(label_names) < 2:
         raise UserError(
             f"the train split has {len(label_names)} label ({label_names}); a classifier needs at "
-            "least 2: check label_column or the data"
+            f"least 2: check the data, or name the label column: {flag_of('label')} NAME"
         )
     return LabeledSplits(**out, label_names=label_names)
 
@@ -189,7 +209,8 @@ def _clean_rows(
         empty = " or ".join(repr(col) for col in text_cols)
         raise UserError(
             f"the {split} split has no rows with text and a label ({len(ds)} rows, all with an "
-            f"empty {empty} or no {label_col!r}); fix the data or set text_column/label_column"
+            f"empty {empty} or no {label_col!r}); fix the data or name the columns: "
+            f"{flag_of('text')} NAME, {flag_of('label')} NAME"
         )
     texts, labels = zip(*keep, strict=True)
     return list(texts), list(labels)
@@ -235,6 +256,24 @@ def _label_order(names: set[str]) -> list[str]:
     if all(INTEGER.fullmatch(name) for name in names):
         return sorted(names, key=lambda name: (int(name), name))
     return sorted(names)
+
+
+def spread_order(strata: Sequence[Hashable], seed: int) -> list[int]:
+    """Row indices in a seeded order that spreads every stratum (class) evenly: row ``k`` of a
+    stratum of ``n`` rows, shuffled, goes to position ``(k + u) / n`` on a line from 0 to 1 (``u``
+    a seeded offset per stratum), and rows are read off that line in order (ties at random).
+    So the first ``m`` rows hold about ``m * n / N`` rows of each stratum, within a row or two.
+    """
+    rng = random.Random(seed)
+    rows_of: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(strata):
+        rows_of.setdefault(key, []).append(i)
+    placed = []
+    for rows in rows_of.values():
+        rng.shuffle(rows)
+        offset = rng.random()
+        placed += [((k + offset) / len(rows), rng.random(), i) for k, i in enumerate(rows)]
+    return [i for *_, i in sorted(placed)]
 
 
 def grouped_stratified_split(

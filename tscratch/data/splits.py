@@ -1,7 +1,9 @@
 """The splits a classification run trains and evaluates on, from the data module's arguments.
 
 `load_labeled_splits` is what `TextClassificationData` calls, and what tscratch fit's `auto`
-settings, `tscratch baseline` and the measurement scripts call to see exactly the same rows.
+settings, `tscratch baseline` and the measurement scripts call to see exactly the same rows, in
+the same order (validation and test in a seeded order that spreads every class evenly:
+`tscratch.data.sources.spread_order`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def load_labeled_splits(
         seed,
         text_pair_column,
         label_delimiter,
+        source=dataset if data_files is None else str(data_files),
     )
     return splits if train_rows is None else take_rows(splits, train_rows, seed)
 

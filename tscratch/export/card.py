@@ -136,7 +136,7 @@ def _metrics(metrics: dict[str, float] | None, report: dict[str, Any] | None = N
         return []  # the report's table says it all
     if not metrics:
         return [
-            "None were given at export; `tscratch test --ckpt_path CKPT --output DIR` computes "
+            "None were given at export; `tscratch test --model CKPT --output DIR` computes "
             "them, and `tscratch export --report DIR` puts them here."
         ]
     return ["| metric | value |", "|---|---|", *(f"| {k} | {v:.4f} |" for k, v in metrics.items())]

@@ -86,10 +86,15 @@ class ExportedClassifier:
         return self._pair_encoder(texts, pairs)
 
     def logits(
-        self, texts: Sequence[str], pairs: Sequence[str] | None = None, batch_size: int = 32
+        self,
+        texts: str | Sequence[str],
+        pairs: str | Sequence[str] | None = None,
+        batch_size: int = 32,
     ) -> Tensor:
         """Float32 logits (N, C) of `texts` (and their `pairs`, for a pair model), in order, on
-        the CPU; each row cut to `max_length` tokens as in training."""
+        the CPU; each row cut to `max_length` tokens as in training. A string is one text (and
+        one pair): N = 1."""
+        texts, pairs = one_or_many(texts), None if pairs is None else one_or_many(pairs)
         self.check_pairs(pairs)
         if pairs is None:
             ids = encode_ids(self.tokenizer, texts, self.max_length)
@@ -130,19 +135,21 @@ class ExportedClassifier:
 
     def predict(
         self,
-        texts: Sequence[str],
-        pairs: Sequence[str] | None = None,
+        texts: str | Sequence[str],
+        pairs: str | Sequence[str] | None = None,
         batch_size: int = 32,
         min_confidence: float | None = None,
     ) -> list[dict[str, Any]]:
         """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
-        `tscratch predict` prints. A pair model takes one pair per text (`pairs`), and its
-        objects also hold `text_pair`. A multi-label model gives `{"text", "labels": {label: p},
-        "probabilities"}`: `labels` holds every label whose probability reaches its threshold,
-        most probable first (maybe none). With ``min_confidence`` P, a text whose top
-        probability is below P gets `label` None ("not sure"), its probabilities still given
-        (`results`)."""
+        `tscratch predict` prints. A string is one text, not a sequence of characters:
+        `predict("one text")` gives a list of one object. A pair model takes one pair per text
+        (`pairs`; a string beside a string text), and its objects also hold `text_pair`. A
+        multi-label model gives `{"text", "labels": {label: p}, "probabilities"}`: `labels` holds
+        every label whose probability reaches its threshold, most probable first (maybe none).
+        With ``min_confidence`` P, a text whose top probability is below P gets `label` None
+        ("not sure"), its probabilities still given (`results`)."""
         check_min_confidence(min_confidence, "min_confidence")  # before the slow part
+        texts, pairs = one_or_many(texts), None if pairs is None else one_or_many(pairs)
         logits = self.logits(texts, pairs, batch_size)
         return self.results(texts, logits, pairs, min_confidence)
 
@@ -206,6 +213,12 @@ def check_min_confidence(value: float | None, name: str = "--min_confidence") ->
             f"{name} ({value!r}) must be a probability in [0, 1): the top probability below "
             "which the label is null"
         )
+
+
+def one_or_many(texts: str | Sequence[str]) -> Sequence[str]:
+    """``texts`` as a sequence of texts: a string is one text (iterated, it would be one text
+    per character)."""
+    return [texts] if isinstance(texts, str) else texts
 
 
 def _check_vocabulary(input_ids: Tensor, vocab_size: int) -> None:

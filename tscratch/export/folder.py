@@ -6,8 +6,11 @@ refused with one line rather than misread.
 
 `load` takes the folder as untrusted input and checks it before it allocates: config.json
 against its schema (`schema.py`), the weights' header against config.json (`weights.py`), the
-tokenizer against the fingerprint export recorded (`fingerprint.py`), and the weights' values
-to be finite. Each failure is one `UserError` line naming the file and the field.
+tokenizer against the fingerprint export recorded (`fingerprint.py`), the weights' values to be
+finite, and the weight file's bytes against the sha256 export recorded (`digests.py`; an ONNX
+file before onnxruntime reads it). Each failure is one `UserError` line naming the file and the
+field. A full disk or a folder that cannot be written while exporting is one line naming the
+destination, and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,18 +20,21 @@ import glob
 import json
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Literal
 
+from safetensors import SafetensorError
 from safetensors.torch import save_model
 from tokenizers import Tokenizer
 
 from tscratch.checkpoint_files import read_checkpoint
 from tscratch.config import EncoderConfig
-from tscratch.errors import MissingFile, UserError
+from tscratch.errors import MissingFile, UserError, filesystem_fault
 from tscratch.export.card import model_card
 from tscratch.export.classifier import ExportedClassifier
+from tscratch.export.digests import RECORD, check_digest, weight_digests
 from tscratch.export.fingerprint import read_tokenizer, tokenizer_fingerprint
 from tscratch.export.onnx_graph import (
     export_onnx,
@@ -38,6 +44,7 @@ from tscratch.export.onnx_graph import (
 )
 from tscratch.export.schema import check_config
 from tscratch.export.weights import forward_of, torch_forward
+from tscratch.filesystem import process_alive
 from tscratch.model import TransformerClassifier
 from tscratch.version import __version__, load_hint
 
@@ -77,9 +84,12 @@ def load(path: str | Path, runtime: Runtime = "torch", device: str = "cpu") -> E
     if runtime == "torch":
         weights = existing(folder / WEIGHTS)
         forward = torch_forward(weights, config, encoder, folder / CONFIG, device)
+        check_digest(weights, config)  # after the checks that say what is wrong, if they can
     else:
         flag = "--quantize" if runtime == "onnx-int8" else "--onnx"
-        forward = onnx_forward(existing(folder / _ONNX_FILES[runtime], f"; export with {flag}"))
+        graph = existing(folder / _ONNX_FILES[runtime], f"; export with {flag}")
+        check_digest(graph, config)  # before onnxruntime parses it
+        forward = onnx_forward(graph)
     tokenizer = read_tokenizer(existing(folder / TOKENIZER), config, encoder)
     return ExportedClassifier(config, tokenizer, forward)
 
@@ -178,21 +188,22 @@ def export(
             f"the report's labels {report.get('label_names')} are not the model's "
             f"{config['label_names']}; pass the report tscratch test wrote for this checkpoint"
         )
-    remove_stale_temp_folders(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     try:
-        (tmp / CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        remove_stale_temp_folders(out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         # The bytes config.json's tokenizer.sha256 is of.
         (tmp / TOKENIZER).write_bytes(checkpoint["tokenizer_json"].encode("utf-8"))
-        save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})  # drops shared copies
-        shutil.copymode(tmp / CONFIG, tmp / WEIGHTS)  # safetensors writes it owner-only
+        _save_weights(model, tmp / WEIGHTS)
+        shutil.copymode(tmp / TOKENIZER, tmp / WEIGHTS)  # safetensors writes it owner-only
         if onnx or quantize:
             pairs = config.get("text_pair_column") is not None
             export_onnx(model, config["max_length"], tmp / ONNX, token_types=pairs)
         if quantize:
             quantize_onnx(tmp / ONNX, tmp / ONNX_INT8)
+        config[RECORD] = weight_digests(tmp, (WEIGHTS, ONNX, ONNX_INT8))  # checked by `load`
+        (tmp / CONFIG).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         if training_config is not None:
             (tmp / TRAINING_CONFIG).write_text(training_config, encoding="utf-8")
         if confusion_png is not None:
@@ -203,9 +214,25 @@ def export(
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # empty (checked above): the finished folder takes its place
         os.replace(tmp, out)
+    except OSError as error:  # a full disk, a read-only folder: one line naming --out
+        if (fault := filesystem_fault(error, out)) is None:
+            raise
+        raise fault from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _save_weights(model: TransformerClassifier, file: Path) -> None:
+    """`save_model` (which drops shared copies of a tensor), its I/O errors as `OSError`."""
+    try:
+        save_model(model, str(file), metadata={"format": "pt"})
+    except SafetensorError as error:  # safetensors reports the OS error in its message
+        code = re.search(r"\(os error (\d+)\)", str(error))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(file)) from None
 
 
 def remove_stale_temp_folders(out: Path) -> list[Path]:
@@ -214,23 +241,12 @@ def remove_stale_temp_folders(out: Path) -> list[Path]:
     removed = []
     for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
         pid = tmp.name.removeprefix(f".{out.name}.").removesuffix(".tmp")
-        if not pid.isdigit() or not tmp.is_dir() or _alive(int(pid)):
+        if not pid.isdigit() or not tmp.is_dir() or process_alive(int(pid)):
             continue
         shutil.rmtree(tmp, ignore_errors=True)
         log.info("removed %s, left by an export that was stopped before it finished", tmp)
         removed.append(tmp)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process with this id runs (one of another user counts as running)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def classifier_from_checkpoint(checkpoint: dict[str, Any]) -> TransformerClassifier:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tscratch.errors import UserError
+from tscratch.errors import UserError, one_line
 from tscratch.model import TransformerClassifier
 
 
@@ -123,8 +123,22 @@ def onnx_forward(file: Path) -> Callable[..., Tensor]:
     """(input_ids (B, T), attention_mask (B, T)[, token_type_ids (B, T)]) -> float32 logits
     (B, C), on onnxruntime; token types are fed to a graph that takes them (a pair model's)."""
     onnxruntime = require_export_extra(f"running {file.name}")
-    session = onnxruntime.InferenceSession(str(file), providers=["CPUExecutionProvider"])
-    takes_types = "token_type_ids" in {i.name for i in session.get_inputs()}
+    try:
+        session = onnxruntime.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+        inputs = {i.name for i in session.get_inputs()}
+        outputs = {o.name for o in session.get_outputs()}
+    except Exception as error:  # onnxruntime's own errors (Fail, InvalidProtobuf, ...) and more
+        raise UserError(
+            f"{file} is not an ONNX model onnxruntime can run ({one_line(error)[:200]}); "
+            "export the checkpoint again with --onnx"
+        ) from None
+    if not {"input_ids", "attention_mask"} <= inputs or "logits" not in outputs:
+        raise UserError(
+            f"{file} is not a tscratch classifier's graph (inputs {sorted(inputs)}, outputs "
+            f"{sorted(outputs)}; expected input_ids and attention_mask in, logits out); export "
+            "the checkpoint again with --onnx"
+        )
+    takes_types = "token_type_ids" in inputs
 
     def forward(
         input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None

@@ -18,6 +18,8 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
+from tscratch.export.digests import RECORD as WEIGHTS_RECORD
+from tscratch.export.digests import WEIGHT_FILES
 from tscratch.nn.positions import POSITIONS, position_length_limit
 
 RECORDED_ENCODER_FIELDS = frozenset(
@@ -75,6 +77,8 @@ def check_config(config: Any, file: Path) -> EncoderConfig:
             )  # fmt: skip
     if "tokenizer" in config:
         _check_fingerprint(config["tokenizer"], file)
+    if WEIGHTS_RECORD in config:
+        _check_weight_digests(config[WEIGHTS_RECORD], file)
     return encoder
 
 
@@ -168,6 +172,17 @@ def _check_fingerprint(recorded: Any, file: Path) -> None:
             file, "tokenizer.special_tokens", specials,
             f"an object of token -> id, each id in [0, {size})",
         )  # fmt: skip
+
+
+def _check_weight_digests(recorded: Any, file: Path) -> None:
+    """The sha256 of each weight file export wrote (`tscratch.export.digests`)."""
+    if not isinstance(recorded, dict):
+        raise _bad(file, WEIGHTS_RECORD, recorded, "an object of weight file -> sha256")
+    for name, sha in recorded.items():
+        if name not in WEIGHT_FILES:
+            raise _bad(file, f"{WEIGHTS_RECORD}.{name}", sha, f"one of the files {WEIGHT_FILES}")
+        if not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
+            raise _bad(file, f"{WEIGHTS_RECORD}.{name}", sha, "64 lowercase hex digits")
 
 
 def _required(config: dict[str, Any], name: str, file: Path) -> Any:

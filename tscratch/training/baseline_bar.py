@@ -7,7 +7,10 @@ gets on the same rows.
 the same data pays nothing), puts it in every checkpoint under `"baseline"` (the exported model
 card shows it), logs `val/baseline_acc` and `val/baseline_f1` with every validation and
 `test/baseline_acc` and `test/baseline_f1` beside the test metrics, and words the comparison for
-fit's summary. Only single-label classification of single texts gets a bar; for other data, and
+fit's summary. A run limited to some evaluation batches (`--trainer.limit_test_batches 2`)
+evaluates the first rows of the split (`TextClassificationData.evaluated`): the bar it logs and
+prints beside the model's figures is scored on those same rows; the checkpoint keeps the bar of
+the whole splits. Only single-label classification of single texts gets a bar; for other data, and
 without scikit-learn, `note` says in one line why there is none.
 """
 
@@ -55,6 +58,8 @@ class BaselineBar(L.Callback):
         """The bar, as the checkpoint stores it; None until measured or when there is none."""
         self.note: str | None = None
         """Why there is no bar, in one line (None when there is one, or it is turned off)."""
+        self._splits: Any = None
+        self._cache_dir = ""
 
     def measure(self, data: object) -> None:
         """Fit the bar on `data`'s splits, once; a data module other than
@@ -76,6 +81,7 @@ class BaselineBar(L.Callback):
             self.note = f"{skipped} it scores single texts, and these rows are text pairs"
             return
         splits = data.splits
+        self._splits, self._cache_dir = splits, data.cache_dir
         validation, test = cached_tfidf_scores(splits, data.cache_dir)
         self.scores = {
             "method": METHOD,
@@ -93,16 +99,29 @@ class BaselineBar(L.Callback):
         self.measure(trainer.datamodule)  # `trainer.test` without a fit before it
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._log(pl_module, "val")
+        self._log(trainer, pl_module, "val")
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._log(pl_module, "test")
+        self._log(trainer, pl_module, "test")
 
-    def _log(self, pl_module: L.LightningModule, split: str) -> None:
-        if self.scores is not None:
-            # Every rank has the same figures: the sync only averts Lightning's warning.
-            figures = {f"{split}/baseline_{m}": self.scores[f"{split}/{m}"] for m in ("acc", "f1")}
-            pl_module.log_dict(figures, sync_dist=True)
+    def figures(self, split: str, rows: int | None = None) -> dict[str, float]:
+        """The bar's `{"acc", "f1"}` on ``split`` ("val" or "test"): on its first ``rows`` rows,
+        or on all of them (what the checkpoint stores)."""
+        assert self.scores is not None
+        whole = {m: self.scores[f"{split}/{m}"] for m in ("acc", "f1")}
+        name = "validation" if split == "val" else split
+        if rows is None or self._splits is None or rows >= len(self._splits[name]) or rows < 1:
+            return whole
+        scored = cached_tfidf_scores(self._splits, self._cache_dir, rows={name: rows})
+        return {m: scored[0 if name == "validation" else 1][m] for m in ("acc", "f1")}
+
+    def _log(self, trainer: L.Trainer, pl_module: L.LightningModule, split: str) -> None:
+        if self.scores is None:
+            return
+        name = "validation" if split == "val" else split
+        figures = self.figures(split, getattr(trainer.datamodule, "evaluated", {}).get(name))
+        # Every rank has the same figures: the sync only averts Lightning's warning.
+        pl_module.log_dict({f"{split}/baseline_{m}": v for m, v in figures.items()}, sync_dist=True)
 
     def on_save_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
@@ -110,22 +129,24 @@ class BaselineBar(L.Callback):
         if self.scores is not None:
             checkpoint[CHECKPOINT_KEY] = dict(self.scores)
 
-    def beside(self) -> str:
-        """What fit's summary puts after the model's test figures: the bar's, or nothing."""
+    def beside(self, rows: int | None = None) -> str:
+        """What fit's summary puts after the model's test figures: the bar's on the same rows
+        (the first ``rows`` of the split, or all), or nothing."""
         if self.scores is None:
             return ""
-        return (
-            f" ({METHOD} on the same split: accuracy {self.scores['test/acc']:.4f}, macro-F1 "
-            f"{self.scores['test/f1']:.4f})"
-        )
+        bar = self.figures("test", rows)
+        same = "split" if rows is None or rows >= self.scores["test_rows"] else "rows"
+        return f"{METHOD} on the same {same}: accuracy {bar['acc']:.4f}, macro-F1 {bar['f1']:.4f}"
 
-    def verdict(self, test_acc: float | None) -> str | None:
-        """One sentence: is the model's test accuracy above or below the bar (or why is there
-        no bar)? None when the bar is turned off."""
+    def verdict(self, test_acc: float | None, rows: int | None = None) -> str | None:
+        """One sentence: is the model's test accuracy (on the first ``rows`` test rows, or all)
+        above or below the bar on the same rows (or why is there no bar)? None when the bar is
+        turned off."""
         if self.scores is None or test_acc is None:
             return self.note
-        points = 100 * (test_acc - self.scores["test/acc"])
-        if f"{test_acc:.4f}" == f"{self.scores['test/acc']:.4f}":
+        bar = self.figures("test", rows)["acc"]
+        points = 100 * (test_acc - bar)
+        if f"{test_acc:.4f}" == f"{bar:.4f}":
             return "The model ties the bag-of-words bar on test accuracy."
         if points > 0:
             return f"The model is {points:.1f} points of test accuracy above the bag-of-words bar."

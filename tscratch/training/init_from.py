@@ -20,6 +20,7 @@ from torch import nn
 from tscratch.config import EncoderConfig
 from tscratch.errors import UserError
 from tscratch.export import CONFIG, TOKENIZER, WEIGHTS, existing, is_export, read_config
+from tscratch.export.digests import check_digest
 from tscratch.export.fingerprint import read_tokenizer
 from tscratch.export.weights import check_header, read_header, read_weights
 from tscratch.pretrained import Pretrained, load_pretrained
@@ -41,8 +42,8 @@ def resolve_init_source(source: str, flag: str = "--model.init_from") -> Pretrai
 
 def _from_export(folder: Path) -> Pretrained:
     """The encoder of a folder written by tscratch export (its classification head is left),
-    checked as `tscratch.load` checks it: config.json, the weights' header and values, the
-    tokenizer."""
+    checked as `tscratch.load` checks it: config.json, the weights' header, values and sha256,
+    the tokenizer."""
     config = read_config(folder)
     encoder = EncoderConfig(**config["encoder"])
     file = existing(folder / WEIGHTS)
@@ -51,6 +52,7 @@ def _from_export(folder: Path) -> Pretrained:
     state = {
         k.removeprefix(prefix): v for k, v in read_weights(file).items() if k.startswith(prefix)
     }
+    check_digest(file, config)  # weights changed since export are refused, as `load` does
     tokenizer = read_tokenizer(existing(folder / TOKENIZER), config, encoder)
     return Pretrained(config=encoder, encoder_state=state, tokenizer=tokenizer, source=str(folder))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -143,23 +144,40 @@ def write_report(report: dict[str, Any], folder: str | Path) -> list[Path]:
     - `per_class.csv`: label, precision, recall, f1, support;
     - `confusion_matrix.csv`: rows = true label, columns = predicted label, both named;
     - `confusion_matrix.png`: the same counts drawn by `pictures.confusion_figure`.
+
+    All four are written to temporary files beside their places first, then moved there: a
+    full disk or a folder that cannot be written leaves no file cut short (the temporary files
+    are removed and the `OSError` propagates; the commands make it one line).
     """
     from tscratch.training.pictures import confusion_figure  # Lightning: only for --output
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     names = report["label_names"]
-    paths = [folder / f for f in ("metrics.json", "per_class.csv", "confusion_matrix.csv")]
-    paths[0].write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    with paths[1].open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, ["label", "precision", "recall", "f1", "support"])
-        writer.writeheader()
-        writer.writerows(report["per_class"])
-    with paths[2].open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["true \\ predicted", *names])
-        rows = zip(names, report["confusion_matrix"], strict=True)
-        writer.writerows([name, *counts] for name, counts in rows)
-    picture = folder / "confusion_matrix.png"
-    confusion_figure(torch.tensor(report["confusion_matrix"]), names).savefig(picture, dpi=120)
-    return [*paths, picture]
+    files = ("metrics.json", "per_class.csv", "confusion_matrix.csv", "confusion_matrix.png")
+    paths = [folder / name for name in files]
+    temps = [path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in paths]
+    try:
+        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+        temps[0].write_text(text, encoding="utf-8")
+        with temps[1].open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, ["label", "precision", "recall", "f1", "support"])
+            writer.writeheader()
+            writer.writerows(report["per_class"])
+        with temps[2].open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["true \\ predicted", *names])
+            rows = zip(names, report["confusion_matrix"], strict=True)
+            writer.writerows([name, *counts] for name, counts in rows)
+        figure = confusion_figure(torch.tensor(report["confusion_matrix"]), names)
+        figure.savefig(temps[3], dpi=120, format="png")
+        for temp, path in zip(temps, paths, strict=True):
+            os.replace(temp, path)
+    except OSError as error:  # a full disk names no file: name the folder, not a temporary file
+        if error.errno and error.filename in (None, *map(str, temps)):
+            raise OSError(error.errno, error.strerror, str(folder)) from error
+        raise
+    finally:
+        for temp in temps:
+            temp.unlink(missing_ok=True)
+    return paths
