@@ -142,7 +142,7 @@ def _plan() -> Plan:
     )
     profile, notes = DataProfile(9, 2, 5, 8, 45), ("the model starts from the stage",)
     return Plan("pretrain", "asked for", profile, "en", stages, settings, notes,
-                "32-true, 1 threads", {"x step": 0.1})  # fmt: skip
+                "32-true, 1 thread", {"x step": 0.1})  # fmt: skip
 
 
 def test_the_plan_renders_applies_and_saves_what_it_holds(tmp_path):
@@ -150,7 +150,7 @@ def test_the_plan_renders_applies_and_saves_what_it_holds(tmp_path):
     shown = plan.render()
     assert shown.splitlines()[0] == "plan: recipe pretrain (asked for)"
     assert re.search(r"pretrain\s+masked-LM\s+10 tokens\s+30\s+2 min", shown)
-    assert re.search(r"total\s+3 min \(32-true, 1 threads\)", shown)
+    assert re.search(r"total\s+3 min \(32-true, 1 thread\)", shown)
     assert "  pretrain: a rule" in shown and "model.class_weights  [0.50, 1.50]" in shown
     assert "then: the model starts from the stage" in shown
     config = Namespace(data=Namespace(max_length="auto"), model=Namespace(class_weights="auto"))

@@ -102,7 +102,8 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
                 f"the student reads the teacher's vocabulary, its vectors from {teacher_init}'s "
                 f"view of each entry, kept fixed (pass --data.tokenizer to choose another)"
             )
-    machine = f"{precision}, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    machine = f"{precision}, {threads} thread{'s' * (threads != 1)}"
     if torch.cuda.is_available() and trainer.get("accelerator") != "cpu":
         machine += "; steps measured on the CPU, the run trains on the GPU"
     return Plan(
