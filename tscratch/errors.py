@@ -125,9 +125,10 @@ def run_command(command: Callable[..., int | None], *args: Any, **kwargs: Any) -
 
 def report_fault(fault: FilesystemError, error: OSError) -> int:
     """`report` of ``fault``, the one line of the file system's ``error``; with
-    ``$TSCRATCH_DEBUG`` set, ``error`` itself is re-raised, for its traceback."""
-    if os.environ.get("TSCRATCH_DEBUG"):
-        raise error
+    ``$TSCRATCH_DEBUG`` set, ``fault`` is raised from ``error``, for its traceback (a
+    `UserError`, so `tscratch.fit` and sweep's trials still see one line)."""
+    if os.environ.get("TSCRATCH_DEBUG"):  # the one-line error, the fault's traceback chained
+        raise fault from error
     return report(fault)
 
 

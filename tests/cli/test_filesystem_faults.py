@@ -210,9 +210,11 @@ def test_run_command_reports_a_fault_in_one_line(capsys, monkeypatch):
     monkeypatch.delenv("TSCRATCH_DEBUG", raising=False)
     assert run_command(full) == 2
     assert capsys.readouterr().err == f"error: /data/out.csv: {FULL}\n"
-    monkeypatch.setenv("TSCRATCH_DEBUG", "1")  # the traceback, for a developer
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setenv("TSCRATCH_DEBUG", "1")  # the traceback, for a developer: the one-line
+    with pytest.raises(FilesystemError) as raised:  # error, a UserError, raised from the fault
         run_command(full)
+    assert str(raised.value) == f"/data/out.csv: {FULL}"
+    assert raised.value.__cause__.strerror == "No space left on device"
 
 
 # --- checked before the work -------------------------------------------------------------------

@@ -116,11 +116,34 @@ def test_patience_stops_the_run_keeps_the_best_and_saves_its_count(fit_args, cap
     run = tmp_path / "root" / "lightning_logs" / "version_0"
     assert yaml.safe_load((run / "config.yaml").read_text())["patience"] == 2
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-    stopper = state["callbacks"]["EarlyStopping{'monitor': 'val/acc', 'mode': 'max'}"]
+    stopper = state["callbacks"]["PlannedStopping{'monitor': 'val/acc', 'mode': 'max'}"]
     assert (state["epoch"], stopper["wait_count"], stopper["patience"]) == (2, 2, 2)  # resumable
     assert sorted(p.name for p in (run / "checkpoints").glob("best-*")) == [
         "best-epoch0-step2.ckpt"
     ]
+
+
+def test_a_resume_stops_on_the_patience_it_asks_for(fit_args, caplog, tmp_path):
+    # Two epochs with patience 5 leave one validation without improvement in last.ckpt; the
+    # resume asks for 2, so its next validation without improvement (epoch 3) ends the run.
+    args = [
+        *fit_args,
+        "--test",
+        "false",
+        "--trainer.limit_train_batches",
+        "2",
+        "--model.lr",
+        "1e-12",
+    ]
+    assert main([*args, "--trainer.max_epochs", "2", "--patience", "5"]) == 0
+    resume = ["--trainer.max_epochs", "6", "--patience", "2", "--ckpt_path", "last"]
+    with caplog.at_level("INFO", logger="tscratch"):
+        assert main([*args, *resume]) == 0
+    assert re.search(
+        r"stopped early in epoch 3 at step 6 of the scheduled 6 epochs \(12 steps\): val/acc did "
+        r"not improve for 2 validations",
+        caplog.text,
+    ), caplog.text
 
 
 @pytest.mark.parametrize(

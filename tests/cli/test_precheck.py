@@ -286,3 +286,14 @@ def test_every_documented_fit_line_is_one_the_full_parser_accepts(fit_parser):
         if line is not None and not line.startswith('Parser key "config": File does not exist'):
             refused[" ".join(args)] = line
     assert refused == {}
+
+
+def test_one_splits_file_given_after_a_config_is_left_to_the_full_parser(tmp_path, capsys):
+    # The config names a missing train file; the command line replaces it with one that exists.
+    # The full parser merges the two; the pre-check must not judge the config's file.
+    config = tmp_path / "c.yaml"
+    config.write_text("data: {dataset: csv, data_files: {train: missing.csv}}\n")
+    real = tmp_path / "real.csv"
+    real.write_text("text,label\nsome words,a\n")
+    args = ["--config", str(config), "--data.data_files.train", str(real)]
+    assert precheck.precheck("fit", args) is None, capsys.readouterr().err

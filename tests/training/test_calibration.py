@@ -46,7 +46,6 @@ def test_scaling_never_changes_the_most_probable_label():
 
 def test_temperature_one_changes_no_probability():
     logits, labels = overconfident(seed=2)
-    assert torch.equal((logits / 1.0).softmax(-1), logits.softmax(-1))
     figures = calibration(logits, labels, 1.0)
     assert figures["ece_after_scaling"] == figures["ece_before_scaling"]
     confidence, predicted = logits.softmax(-1).max(-1)

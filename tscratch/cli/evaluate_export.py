@@ -178,8 +178,9 @@ def _score(
     value = float((loss or F.cross_entropy)(logits, labels))
     # The report's scores and ECE are of the probabilities the model gives: after scaling.
     scaled = classification_report(logits / classifier.temperature, labels, names)
-    figures = calibration(logits, labels, classifier.temperature)
-    scaled |= {k: figures[k] for k in ("temperature", "ece_before_scaling")}
+    if classifier.calibrated:  # an uncalibrated model's report claims no scaling
+        figures = calibration(logits, labels, classifier.temperature)
+        scaled |= {k: figures[k] for k in ("temperature", "ece_before_scaling")}
     report = {source[0]: source[1], **scaled, "loss": value}
     metrics = {"test/acc": report["accuracy"], "test/f1": report["macro_f1"], "test/loss": value}
     return {**metrics, "report": report}

@@ -367,6 +367,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
         ):
             log.info(note)
         calibrate_run(trainer)  # temperature scaling: T into the best checkpoint and last.ckpt
+        trainer.strategy.barrier()  # under DDP the other ranks test the best checkpoint after
         if config.test and not trainer.interrupted:
             best = trainer.checkpoint_callback.best_model_path or None
             trainer.test(model, datamodule=cli.datamodule, ckpt_path=best)

@@ -50,7 +50,19 @@ def check_early_stopping(callbacks: Iterable[EarlyStopping], metrics: Mapping[st
             )
 
 
-def patience_stopper(config: Any, metric: tuple[str, str]) -> EarlyStopping | None:
+class PlannedStopping(EarlyStopping):
+    """The stopper `--patience` adds: resumed from a checkpoint, it keeps its count of
+    validations without improvement and its best score, but the patience this command asks for
+    (Lightning's own restores the saved patience, so a resume with another `--patience`, or with
+    a longer budget under `auto`, would stop on the old one)."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        patience = self.patience
+        super().load_state_dict(state_dict)
+        self.patience = patience
+
+
+def patience_stopper(config: Any, metric: tuple[str, str]) -> PlannedStopping | None:
     """The `EarlyStopping` that `--patience N` asks for (the plan's choice under `auto`),
     watching ``metric`` (name, mode), the best checkpoint's; None without a number."""
     check_patience(config)
@@ -58,7 +70,7 @@ def patience_stopper(config: Any, metric: tuple[str, str]) -> EarlyStopping | No
     if not isinstance(patience, int):  # None, or `auto` where no plan ran
         return None
     name, mode = metric
-    return EarlyStopping(monitor=name, mode=mode, patience=patience)
+    return PlannedStopping(monitor=name, mode=mode, patience=patience)
 
 
 def add_before_checkpoints(trainer: L.Trainer, callback: L.Callback) -> None:

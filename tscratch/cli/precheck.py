@@ -201,6 +201,8 @@ def data_options(args: Sequence[str]) -> dict[str, Any] | None:
                 return None
         elif key.startswith("--data."):
             name = key.removeprefix("--data.")
+            if name.startswith("data_files."):  # one split's file: the full parser merges it
+                return None
             if not has_value and name in (*DATA_TEXT, "data_files"):
                 return None
             if name in DATA_TEXT:

@@ -5,16 +5,17 @@
 texts before any character is looked at, and the characters in C, not a Python loop.
 
 `RefuseBadRequests`, an ASGI middleware in each HTTP process, reads the body as it arrives
-(refusing one over the body cap, `Limits.max_body_bytes`, unread or as soon as it passes it).
-A body of up to `INLINE_BYTES` is parsed and checked there, a few milliseconds at most, and a bad
+(refusing one over the body cap, `Limits.max_body_bytes`, unread or as soon as it passes it). A
+body of up to `INLINE_BYTES` is parsed and checked there, a few milliseconds at most, and a bad
 one answered with `{"detail": reason}` before it reaches LitServe's batched loop, where an error
 in `decode_request` would fail every request of the batch (see `tscratch.cli.serve`). A larger
 body is never parsed in the HTTP process, whose event loop also answers `/health`: a JSON parse
-holds the interpreter for its whole length (0.3 s for 100 MB), and LitServe would parse it a
-second time and copy it through its queues. It is written, chunk by chunk as it arrives, to a
-file of the server's private spool folder (`Spool`), and LitServe gets only its name; the model
-worker reads, parses and checks it (`read_spooled`), and a bad one gets its 4xx from there, in
-its own `Failure`. So whatever a client sends, the HTTP process spends microseconds per chunk.
+holds the interpreter for its whole length (longer the larger the body), and LitServe would
+parse it a second time and copy it through its queues. It is written, chunk by chunk as it
+arrives, to a file of the server's private spool folder (`Spool`), and LitServe gets only its
+name; the model worker reads, parses and checks it (`read_spooled`), and a bad one gets its 4xx
+from there, in its own `Failure`. So whatever a client sends, the HTTP process spends
+microseconds per chunk.
 """
 
 from __future__ import annotations

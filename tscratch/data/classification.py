@@ -66,14 +66,17 @@ class TextClassificationData(TokenizedData):
 
     Args:
         dataset: "bbc_news" (built in, offline), "csv"/"json"/"parquet" with data_files, a path
-            to a .csv/.json/.jsonl/.parquet file or a folder of them, or a Hugging Face hub id.
+            to a .csv/.tsv/.json/.jsonl/.parquet file (or a .txt table) or a folder of them, or a
+            Hugging Face hub id.
         name: Configuration name of a hub dataset.
         data_files: Files for the csv/json/parquet builders, as datasets.load_dataset takes them.
-        text_column: Column holding the text (default: guessed from text, sentence, content...).
+        text_column: Column holding the text (default: guessed from text, sentence, content...,
+            else from the values).
         text_pair_column: Column holding the second text of each row, for pair tasks (same
             question?, does b follow from a?): rows become [CLS] text [SEP] pair [SEP] with
             token types 0 then 1, cut longest-first to max_length (default: single texts).
-        label_column: Column holding the label (default: guessed from label, category, class...).
+        label_column: Column holding the label (default: guessed from label, stars, rating,
+            sentiment, category, class..., else from the values).
         val_fraction: Share of each class carved from train for validation when there is no
             validation split.
         test_fraction: Share of each class carved from train for test when there is no test split.

@@ -45,6 +45,8 @@ class ExportedClassifier:
         self.temperature: float = float(config.get("temperature", 1.0))
         """T of temperature scaling: probabilities are softmax(logits / T), T fitted on the
         validation split at the end of fit (`tscratch.training.calibration`); 1 when none was."""
+        self.calibrated: bool = "temperature" in config
+        """Whether T was fitted (a model trained or exported before calibration has none)."""
         self.tokenizer = tokenizer
         self._forward = forward
         self._pair_encoder: PairEncoder | None = None
