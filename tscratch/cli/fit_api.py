@@ -104,13 +104,14 @@ def fit(
 def check_options(options: Mapping[str, Any]) -> None:
     """Refuse, before Lightning loads, an option fit does not know or one `fit` sets itself."""
     from tscratch.cli.parsing import nearest
-    from tscratch.cli.precheck import NAMES, is_unknown
+    from tscratch.cli.precheck import is_unknown, option_names
 
     for name in options:
         if name in SET_HERE:
             given = {"data__text_column": "text", "data__label_column": "label"}.get(name, "train")
             raise UserError(f"{name}: pass the data as {given}= instead")
-    known = json.loads(NAMES.read_text(encoding="utf-8"))["fit"]
+    if (known := option_names("fit")) is None:  # unreadable: fit's full parser judges them
+        return
     flags = set(known["options"])
     for name in options:
         if is_unknown(flag(name), flags, frozenset(known["groups"])):

@@ -55,9 +55,7 @@ def precheck(command: str, args: Sequence[str]) -> int | None:
 
         print(fit_help())
         return 0
-    try:
-        names = json.loads(NAMES.read_text(encoding="utf-8"))[command]
-    except (OSError, ValueError, KeyError):
+    if (names := option_names(command)) is None:
         return None
     try:
         if (line := unknown_options(args, names["options"], names["groups"], command)) is not None:
@@ -67,6 +65,15 @@ def precheck(command: str, args: Sequence[str]) -> int | None:
     except UserError as error:
         return report(error)
     return None
+
+
+def option_names(command: str) -> dict[str, Any] | None:
+    """``command``'s option names and groups as `NAMES` holds them (``{"options": [...],
+    "groups": [...]}``), or None when the file cannot be read: the full parser judges then."""
+    try:
+        return json.loads(NAMES.read_text(encoding="utf-8"))[command]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def unknown_options(

@@ -95,13 +95,9 @@ def parse_args(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def fit_mistake(fixed: list[str]) -> str | None:
     """The line tscratch fit's parser prints for the options of `fixed` it does not know, read
     from its option names (`tscratch.cli.precheck`), or None."""
-    import json
+    from tscratch.cli.precheck import option_names, unknown_options
 
-    from tscratch.cli.precheck import NAMES, unknown_options
-
-    try:
-        names = json.loads(NAMES.read_text(encoding="utf-8"))["fit"]
-    except (OSError, ValueError, KeyError):
+    if (names := option_names("fit")) is None:
         return None
     return unknown_options(fixed, names["options"], names["groups"], "fit")
 
