@@ -20,7 +20,6 @@ from lightning.pytorch.callbacks import Checkpoint, EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
 from tscratch.errors import UserError
-from tscratch.recipe.planner import check_patience
 
 _BETTER = {"max": "higher", "min": "lower"}
 
@@ -64,8 +63,8 @@ class PlannedStopping(EarlyStopping):
 
 def patience_stopper(config: Any, metric: tuple[str, str]) -> PlannedStopping | None:
     """The `EarlyStopping` that `--patience N` asks for (the plan's choice under `auto`),
-    watching ``metric`` (name, mode), the best checkpoint's; None without a number."""
-    check_patience(config)
+    watching ``metric`` (name, mode), the best checkpoint's; None without a number. The value
+    was checked with the recipe's options, before any stage (`check_patience`)."""
     patience = config.get("patience")
     if not isinstance(patience, int):  # None, or `auto` where no plan ran
         return None
