@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tscratch.data.cjk import CJK
 from tscratch.data.sources import LabeledSplits, column
-from tscratch.data.tokenizer import CJK, fingerprint
+from tscratch.data.tokenizer import fingerprint
 from tscratch.errors import UserError
 
 RECIPE = "tfidf-sublinear-min_df2+logreg-C10"

@@ -1,4 +1,5 @@
-"""Chinese whole-word masking: jieba's words mapped onto tokens, and masked together."""
+"""Chinese words from jieba: as the tokens themselves (`cut_words`, a tokenizer trained on them),
+and for whole-word masking (mapped onto character tokens, and masked together)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,18 @@ import sys
 import pytest
 import torch
 
+from tscratch.data.classification import TextClassificationData
 from tscratch.data.documents import chunk_rows
 from tscratch.data.masking import IGNORE_INDEX, MaskedLMCollator, TokenMasker
 from tscratch.data.pretraining import PretrainingTextData
-from tscratch.data.tokenizer import train_tokenizer
-from tscratch.data.words import jieba_installed, jieba_starts, token_word_starts
+from tscratch.data.tokenizer import reads_words, train_tokenizer, words_for
+from tscratch.data.words import (
+    WORDS_MARK,
+    cut_words,
+    jieba_installed,
+    jieba_starts,
+    token_word_starts,
+)
 from tscratch.errors import UserError
 
 needs_jieba = pytest.mark.skipif(not jieba_installed(), reason="needs jieba (the zh extra)")
@@ -151,3 +159,50 @@ def test_pretraining_data_serves_jieba_words_masked_together(tmp_path, data_cach
     items = [data.train_dataloader().dataset[i] for i in range(len(data.rows("train")))]
     assert all(len(item["word_starts"]) == len(item["input_ids"]) for item in items)
     assert not all(flag for item in items for flag in item["word_starts"])  # words of 2+ chars
+
+
+@needs_jieba
+def test_cut_words_spaces_jieba_boundaries_that_touch_an_ideograph_only():
+    cut = cut_words(["笔记本的键盘确实爽，iPhone 15.4寸", "Café au lait", "", "好"])
+    assert cut[0] == "笔记本 的 键盘 确实 爽 ，iPhone 15.4 寸"
+    assert cut[1:] == ["Café au lait", "", "好"]  # jieba cuts "Caf|é": not ours to split
+
+
+@needs_jieba
+def test_a_tokenizer_trained_on_words_reads_words_and_records_it():
+    words = train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, segmenter="jieba")
+    chars = _tokenizer()
+    assert reads_words(words) and not reads_words(chars)
+    assert words.get_vocab()[WORDS_MARK] == 4  # the last special token, after the four
+    text = "酒店的服务很不错"
+    assert words.encode(words_for(words, [text])[0]).tokens == [
+        "[CLS]", "酒店", "的", "服务", "很", "不错",
+    ]  # fmt: skip
+    assert words_for(chars, [text]) == [text]  # a character tokenizer reads the text as it is
+    assert chars.encode(text).tokens[1:3] == ["酒", "店"]
+    assert WORDS_MARK not in words.encode(words_for(words, REVIEWS[:4])[0]).tokens
+
+
+@needs_jieba
+def test_a_word_the_vocabulary_lacks_falls_back_to_its_characters():
+    words = train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, segmenter="jieba")
+    vocab = words.get_vocab()
+    singles = [t for t in vocab if len(t.removeprefix("##")) == 1 and not t.isascii()]
+    assert all(f"##{t}" in vocab for t in singles if not t.startswith("##"))
+    assert all(t[2:] in vocab for t in singles if t.startswith("##"))
+    # "房书" is no word of the reviews; "书" is only ever a word start there ("这本书" aside).
+    tokens = words.encode(words_for(words, ["房书"])[0]).tokens
+    assert "[UNK]" not in tokens and "".join(t.removeprefix("##") for t in tokens[1:]) == "房书"
+
+
+def test_segmenter_other_than_jieba_is_refused_in_one_line():
+    with pytest.raises(UserError, match=r"^segmenter 'spacy' must be 'jieba' or null"):
+        train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, segmenter="spacy")
+
+
+def test_without_jieba_a_words_option_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jieba", None)
+    with pytest.raises(UserError, match=r"^--data.segmenter jieba needs the jieba package: pip"):
+        TextClassificationData("x.csv", segmenter="jieba")
+    with pytest.raises(UserError, match=r"^--data.segmenter jieba needs the jieba package: pip"):
+        PretrainingTextData("x.txt", segmenter="jieba")

@@ -104,6 +104,28 @@ def test_choose_fills_only_what_is_wanted():
     assert [(c.option, c.value) for c in choices] == [("model.token_dropout", 0.15)]
 
 
+def test_words_cut_count_a_word_of_ideographs_as_one_token():
+    cut = "我们 喜欢 吃 苹果 。"  # as `tscratch.data.words.cut_words` leaves a text
+    assert recipe.estimate_counts(cut, words_cut=True) == (1 + 4 + 1, 1)  # one single: 吃
+    assert recipe.estimate_counts(cut) == (1 + 7 + 1, 7)  # read as characters
+    assert recipe.estimate_counts("GPU 很快", words_cut=True) == (1 + 2 + 1, 0)
+    assert DataProfile.of([cut], classes=2, words_cut=True).character_tokens == 1
+
+
+@pytest.mark.parametrize(
+    ("lang", "installed", "expected", "reason"),
+    [
+        ("zh", True, "jieba", "Chinese: jieba's words are the tokens"),
+        ("zh", False, None, "jieba is not installed (pip install jieba (the zh extra))"),
+        ("en", True, None, "not Chinese"),
+    ],
+)
+def test_chinese_is_read_as_words_when_jieba_is_there(lang, installed, expected, reason):
+    choice = recipe.segmenter(lang, installed)
+    assert (choice.option, choice.value) == ("data.segmenter", expected)
+    assert reason in choice.reason
+
+
 def test_the_profile_counts_single_character_tokens():
     profile = DataProfile.of(["今天天气很好。", "GPU 很快"], classes=2)
     assert profile.character_tokens == 6 + 2

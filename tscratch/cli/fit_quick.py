@@ -27,7 +27,7 @@ from tscratch.errors import UserError, report
 from tscratch.recipe.planner import AUTO_OPTIONS
 from tscratch.recipe.settings import AUTO
 
-TAKES_AUTO = (frozenset(AUTO_OPTIONS) - {"trainer.max_epochs"}) | {"patience"}
+TAKES_AUTO = (frozenset(AUTO_OPTIONS) - {"trainer.max_epochs"}) | {"patience", "data.segmenter"}
 """The options whose parser takes `auto` (the epochs are left to the data by leaving them out)."""
 
 log = logging.getLogger("tscratch")

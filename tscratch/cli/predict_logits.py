@@ -12,6 +12,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tscratch.data.encoding import encode_ids
+from tscratch.data.tokenizer import words_for
 from tscratch.export import ExportedClassifier
 
 
@@ -75,7 +76,8 @@ def document_logits(
         ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
         return sorted_logits(classifier, ids, batch_size, progress)
     rows, owners = [], []
-    for doc, encoding in enumerate(classifier.tokenizer.encode_batch(list(texts))):
+    tokenizer = classifier.tokenizer
+    for doc, encoding in enumerate(tokenizer.encode_batch(words_for(tokenizer, texts))):
         cut = windows(encoding.ids, encoding.special_tokens_mask, classifier.max_length, stride)
         rows += cut
         owners += [doc] * len(cut)

@@ -27,7 +27,7 @@ import random
 import re
 from collections.abc import Sequence
 
-from tscratch.data.tokenizer import CJK
+from tscratch.data.cjk import CJK
 from tscratch.errors import UserError
 
 MAX_NGRAM = 5

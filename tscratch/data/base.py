@@ -10,7 +10,7 @@ options they read (``batch_size``, ``bucket_size``, ``pad_widths``, ``max_tokens
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
@@ -192,3 +192,36 @@ class TokenizedData(L.LightningDataModule):
             # Its own generator: a loader without one draws from the global RNG at iter().
             generator=torch.Generator().manual_seed(self.hparams.seed),
         )
+
+
+def check_data_args(
+    val_fraction: float,
+    test_fraction: float,
+    vocab_size: int,
+    max_length: int,
+    batch_size: int,
+    tokenizer_model: str,
+    auto: Iterable[tuple[str, object]] = (),
+) -> None:
+    """Refuses out-of-range arguments of a classification data module in one line each;
+    ``auto``: (name, value) pairs where only `tscratch fit` may pass "auto"."""
+    for arg, value in auto:
+        if value == "auto":
+            raise UserError(
+                f"data.{arg} 'auto' is chosen from the data by tscratch fit; pass a number "
+                "when building TextClassificationData yourself"
+            )
+    if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise UserError(
+            f"val_fraction ({val_fraction}) and test_fraction ({test_fraction}) must be in (0, 1) "
+            "and sum to less than 1"
+        )
+    for arg, value in (
+        ("vocab_size", vocab_size),
+        ("max_length", max_length),
+        ("batch_size", batch_size),
+    ):
+        if value < 2:
+            raise UserError(f"{arg} ({value}) must be at least 2")
+    if tokenizer_model not in ("wordpiece", "bpe"):
+        raise UserError(f"tokenizer_model {tokenizer_model!r} must be 'wordpiece' or 'bpe'")

@@ -19,7 +19,13 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from tscratch.data.augment import check_augment
-from tscratch.data.base import IndexedRows, TokenizedData, check_batching, evaluated_rows
+from tscratch.data.base import (
+    IndexedRows,
+    TokenizedData,
+    check_batching,
+    check_data_args,
+    evaluated_rows,
+)
 from tscratch.data.encoding import (
     ENCODING,
     MIN_PAIR_LENGTH,
@@ -40,6 +46,7 @@ from tscratch.data.tokenizer import (
     load_tokenizer,
 )
 from tscratch.data.transfer import Augmentation, Teacher, distillation_split
+from tscratch.data.words import require_jieba
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -83,6 +90,10 @@ class TextClassificationData(TokenizedData):
         seed: Seed of the carved splits and of the training order (epoch e uses seed + e).
         tokenizer: Path to an existing tokenizer.json to use instead of training one.
         tokenizer_model: Subword model trained on the training split: "wordpiece" or "bpe".
+        segmenter: "jieba" cuts Chinese texts into words before the tokenizer reads them (its
+            tokens are then words, falling back to characters; needs the zh extra); null makes
+            each CJK ideograph a token. "auto" is chosen from the data by `tscratch fit`.
+            Ignored with ``tokenizer``, which records its own.
         vocab_size: Target vocabulary size of the trained tokenizer (the real size may be smaller).
             tscratch fit also takes "auto": sized to the amount of training text.
         max_length: Most tokens per sequence, [CLS] included; longer texts are truncated.
@@ -129,6 +140,7 @@ class TextClassificationData(TokenizedData):
         seed: int = 42,
         tokenizer: str | None = None,
         tokenizer_model: Literal["wordpiece", "bpe"] = "wordpiece",
+        segmenter: Literal["jieba", "auto"] | None = None,
         vocab_size: int | Literal["auto"] = 8000,
         max_length: int | Literal["auto"] = 256,
         batch_size: int = 32,
@@ -147,14 +159,9 @@ class TextClassificationData(TokenizedData):
         augment_ngram: float = 0.25,
     ) -> None:
         super().__init__()
-        for arg, value in (("max_length", max_length), ("vocab_size", vocab_size)):
-            if value == "auto":
-                raise UserError(
-                    f"data.{arg} 'auto' is chosen from the data by tscratch fit; pass a number "
-                    "when building TextClassificationData yourself"
-                )
-        _check_args(
-            val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model
+        auto = (("max_length", max_length), ("vocab_size", vocab_size), ("segmenter", segmenter))
+        check_data_args(
+            val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model, auto
         )
         for arg, value, least in (
             ("eval_batch_size", eval_batch_size, 1),
@@ -168,6 +175,7 @@ class TextClassificationData(TokenizedData):
                 f"data.max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b "
                 f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
             )
+        require_jieba("segmenter", segmenter)  # before minutes of tokenizing
         check_batching(pad_widths, max_tokens, max_length)
         check_augment(augment_copies, augment_mask, augment_swap, augment_ngram)
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
@@ -237,7 +245,12 @@ class TextClassificationData(TokenizedData):
                     texts += column(splits.train, "text_pair")
                 limit = char_limit(self._max_length)
                 tokenizer = cached_tokenizer(
-                    texts, hp.tokenizer_model, self._target_vocab_size, limit, self._cache_dir
+                    texts,
+                    hp.tokenizer_model,
+                    self._target_vocab_size,
+                    limit,
+                    self._cache_dir,
+                    segmenter=hp.segmenter,
                 )
             self._prepared = _Prepared(splits, tokenizer)
         return self._prepared
@@ -373,27 +386,3 @@ class TextClassificationData(TokenizedData):
         )
         logger.info(summary)
         return summary
-
-
-def _check_args(
-    val_fraction: float,
-    test_fraction: float,
-    vocab_size: int,
-    max_length: int,
-    batch_size: int,
-    tokenizer_model: str,
-) -> None:
-    if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise UserError(
-            f"val_fraction ({val_fraction}) and test_fraction ({test_fraction}) must be in (0, 1) "
-            "and sum to less than 1"
-        )
-    for arg, value in (
-        ("vocab_size", vocab_size),
-        ("max_length", max_length),
-        ("batch_size", batch_size),
-    ):
-        if value < 2:
-            raise UserError(f"{arg} ({value}) must be at least 2")
-    if tokenizer_model not in ("wordpiece", "bpe"):
-        raise UserError(f"tokenizer_model {tokenizer_model!r} must be 'wordpiece' or 'bpe'")

@@ -16,6 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from tscratch.data.loading import LOCAL_FORMATS
+from tscratch.data.tokenizer import words_for
 from tscratch.data.words import word_starts
 from tscratch.errors import MissingFile, UserError
 
@@ -74,7 +75,8 @@ def chunk_rows(
     cls_id = tokenizer.token_to_id("[CLS]")
     head = [] if cls_id is None else [cls_id]
     width = max_length - len(head)
-    encodings = tokenizer.encode_batch(list(documents))
+    documents = words_for(tokenizer, documents)
+    encodings = tokenizer.encode_batch(documents)
     starts = word_starts(encodings, documents) if words_from == "jieba" else None
 
     def cut(lead: list, body: list) -> list[list]:

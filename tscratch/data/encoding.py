@@ -18,7 +18,7 @@ from typing import Literal, get_args
 import torch
 from tokenizers import Tokenizer
 
-from tscratch.data.tokenizer import char_limit
+from tscratch.data.tokenizer import char_limit, words_for
 from tscratch.errors import UserError
 
 PAD_MULTIPLE = 8
@@ -133,7 +133,7 @@ def encode_ids(tokenizer: Tokenizer, texts: Sequence[str], max_length: int) -> l
     tokenizer's ``[SEP]``): a cut sequence ends as the model saw sequences end in pretraining.
     """
     limit = char_limit(max_length)
-    encodings = tokenizer.encode_batch([t[:limit] for t in texts])
+    encodings = tokenizer.encode_batch(words_for(tokenizer, [t[:limit] for t in texts]))
     cut = []
     for encoding in encodings:
         ids = encoding.ids
@@ -199,7 +199,9 @@ class PairEncoder:
                 f"{len(texts)} texts but {len(pairs)} text pairs; give one pair per text"
             )
         limit = char_limit(self.max_length)
-        batch = [(a[:limit], b[:limit]) for a, b in zip(texts, pairs, strict=True)]
+        firsts = words_for(self.tokenizer, [a[:limit] for a in texts])
+        seconds = words_for(self.tokenizer, [b[:limit] for b in pairs])
+        batch = list(zip(firsts, seconds, strict=True))
         encodings = self.tokenizer.encode_batch(batch)
         return [e.ids for e in encodings], [e.type_ids for e in encodings]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from tscratch.data.tokenizer import CJK
+from tscratch.data.cjk import CJK
 
 CJK_SHARE = 0.3
 """Share of CJK ideographs among a text's letters from which the data counts as Chinese."""

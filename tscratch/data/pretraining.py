@@ -33,7 +33,7 @@ from tscratch.data.masking import MASK_TOKEN, MaskedLMCollator, TokenMasker
 from tscratch.data.sampler import ResumableDataLoader
 from tscratch.data.sources import column, prepare_splits
 from tscratch.data.tokenizer import cached_tokenizer, default_cache_dir, load_tokenizer
-from tscratch.data.words import INSTALL, SEGMENTERS, jieba_installed
+from tscratch.data.words import SEGMENTERS, require_jieba
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,8 @@ class PretrainingTextData(TokenizedData):
         encoding: Of local CSV/JSON files, as tscratch fit's `data.encoding`.
         tokenizer: Path to a tokenizer.json with a [MASK] token, instead of training one.
         tokenizer_model: Subword model trained on the pretraining text: "wordpiece" or "bpe".
+        segmenter: "jieba" trains the tokenizer on jieba's words (as tscratch fit's
+            `data.segmenter`); null makes each CJK ideograph a token.
         vocab_size: Target vocabulary size of the trained tokenizer.
         max_length: Most tokens per row, [CLS] included; documents are cut into such rows.
         mlm_probability: Share of real tokens (or words) selected for prediction.
@@ -109,6 +111,7 @@ class PretrainingTextData(TokenizedData):
         seed: int = 42,
         tokenizer: str | None = None,
         tokenizer_model: Literal["wordpiece", "bpe"] = "wordpiece",
+        segmenter: Literal["jieba"] | None = None,
         vocab_size: int = 8000,
         max_length: int = 256,
         mlm_probability: float = 0.15,
@@ -134,8 +137,8 @@ class PretrainingTextData(TokenizedData):
         check_batching(pad_widths, max_tokens, max_length)
         if words_from not in SEGMENTERS:
             raise UserError(f"words_from ({words_from!r}) must be one of {', '.join(SEGMENTERS)}")
-        if words_from == "jieba" and not jieba_installed():  # before minutes of tokenizing
-            raise UserError(f"--data.words_from jieba needs the jieba package: {INSTALL}")
+        for arg, value in (("words_from", words_from), ("segmenter", segmenter)):
+            require_jieba(arg, value)  # before minutes of tokenizing
         if words_from != "tokenizer" and not whole_word_masking:
             raise UserError(
                 f"words_from {words_from} says what whole-word masking masks together; add "
@@ -195,6 +198,7 @@ class PretrainingTextData(TokenizedData):
                     TOKENIZER_CHARS,
                     self._cache_dir,
                     extra_special_tokens=(MASK_TOKEN,),
+                    segmenter=hp.segmenter,
                 )
             self._prepared = _Prepared(tokenizer, {"train": train, "validation": heldout})
             self._masker = None

@@ -3,7 +3,8 @@
 Trained on the training split only (so no validation/test text leaks into the vocabulary) and
 cached under a hash of that text and the settings. Text is NFKC-normalized and lowercased
 (accents kept, so scripts whose vowel signs are combining marks survive); CJK ideographs become
-one word each, as in BERT. Every sequence starts with `[CLS]` (first-token pooling reads it).
+one word each, as in BERT, unless the tokenizer reads jieba's words (``segmenter="jieba"``:
+`tscratch.data.words`). Every sequence starts with `[CLS]` (first-token pooling reads it).
 """
 
 from __future__ import annotations
@@ -19,17 +20,28 @@ from typing import Literal
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers.processors import TemplateProcessing
 
+from tscratch.data.words import WORDS_MARK, cut_words
 from tscratch.errors import UserError
-
-CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-"""CJK ideograph ranges (character-class syntax), each of which the normalizer makes a token of
-its own, as BERT's does (the common planes; kana and Hangul are not split)."""
 
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")  # in id order: [PAD] is 0
 CHARS_PER_TOKEN = 20  # texts are cut at max_length * 20 characters before tokenizing
 TOKENIZER_RECIPE = "nfkc-lower-bert-pretok-v1"  # bump when the recipe changes: new cache key
+Segmenter = Literal["jieba"] | None
+"""What cuts texts into words before the tokenizer reads them: nothing (each CJK ideograph a
+token), or jieba."""
+
+
+def reads_words(tokenizer: Tokenizer) -> bool:
+    """Whether ``tokenizer`` was trained on jieba's words (it carries `WORDS_MARK`)."""
+    return tokenizer.token_to_id(WORDS_MARK) is not None
+
+
+def words_for(tokenizer: Tokenizer, texts: Sequence[str]) -> list[str]:
+    """``texts`` as ``tokenizer`` reads them: cut into jieba's words when it was trained on them
+    (`reads_words`), else as they are. Every encoding of raw text goes through here."""
+    return cut_words(texts) if reads_words(tokenizer) else list(texts)
 
 
 def char_limit(max_length: int) -> int:
@@ -48,13 +60,21 @@ def train_tokenizer(
     vocab_size: int,
     max_chars: int,
     extra_special_tokens: Sequence[str] = (),
+    segmenter: Segmenter = None,
 ) -> Tokenizer:
     """Trains a ``[CLS]``-prefixing WordPiece or BPE tokenizer on ``texts``.
 
     ``extra_special_tokens`` (e.g. ``("[MASK]",)`` for masked-LM pretraining) get the ids after
     ``SPECIAL_TOKENS``; the default adds none, so classification tokenizers stay as they were.
+    With ``segmenter`` "jieba" it learns from jieba's words (ideographs are no longer split one
+    by one) and carries `WORDS_MARK`, last of its special tokens.
     """
-    specials = [*SPECIAL_TOKENS, *extra_special_tokens]
+    if segmenter not in (None, "jieba"):
+        raise UserError(
+            f"segmenter {segmenter!r} must be 'jieba' or null (one token per ideograph)"
+        )
+    words = segmenter == "jieba"
+    specials = [*SPECIAL_TOKENS, *extra_special_tokens, *([WORDS_MARK] if words else [])]
     # The trainer's progress bars, on a terminal; redirected to a log they are blank lines.
     shown = {"show_progress": sys.stderr.isatty()}
     if model == "wordpiece":
@@ -72,13 +92,16 @@ def train_tokenizer(
         [
             normalizers.NFKC(),
             normalizers.BertNormalizer(
-                handle_chinese_chars=True, strip_accents=False, lowercase=True
+                handle_chinese_chars=not words, strip_accents=False, lowercase=True
             ),
         ]
     )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
-    tokenizer.train_from_iterator((t[:max_chars] for t in texts), trainer=trainer)
+    cut = [t[:max_chars] for t in texts]
+    tokenizer.train_from_iterator(cut_words(cut) if words else cut, trainer=trainer)
+    if words and model == "wordpiece":
+        tokenizer.model = _every_character_both_ways(tokenizer)
     cls_id = tokenizer.token_to_id("[CLS]")
     sep_id = tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = TemplateProcessing(
@@ -87,6 +110,20 @@ def train_tokenizer(
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return tokenizer
+
+
+def _every_character_both_ways(tokenizer: Tokenizer) -> models.WordPiece:
+    """The trained WordPiece model, with each single character it has as a word start also as a
+    continuation (``##c``) and the other way round (new entries after the trained ones).
+
+    WordPiece makes a word it cannot cut into known pieces one ``[UNK]``: a word of two known
+    characters, the second seen only at word starts in training, would be lost whole. With
+    both forms of every character, a word the vocabulary lacks falls back to its characters."""
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    singles = {t.removeprefix("##") for t in vocab if len(t.removeprefix("##")) == 1}
+    added = [t for c in sorted(singles) for t in (c, f"##{c}") if t not in vocab]
+    vocab.update({token: len(vocab) + i for i, token in enumerate(added)})
+    return models.WordPiece(vocab, unk_token="[UNK]")
 
 
 def load_tokenizer(path: str) -> Tokenizer:
@@ -127,15 +164,19 @@ def cached_tokenizer(
     max_chars: int,
     cache_dir: str,
     extra_special_tokens: Sequence[str] = (),
+    segmenter: Segmenter = None,
 ) -> Tokenizer:
     """Loads the tokenizer trained on these ``texts`` with these settings, or trains it."""
     extra = [f"special:{token}" for token in extra_special_tokens]  # none: the old cache keys
+    extra += [f"segmenter:{segmenter}"] if segmenter else []
     key = fingerprint(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), *extra, texts)
     path = Path(cache_dir) / "tokenizers" / key / "tokenizer.json"
     if path.exists():
         logger.info("Loading cached tokenizer %s", path)
         return Tokenizer.from_file(str(path))
-    tokenizer = train_tokenizer(texts, model, vocab_size, max_chars, extra_special_tokens)
+    tokenizer = train_tokenizer(
+        texts, model, vocab_size, max_chars, extra_special_tokens, segmenter
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # DDP ranks may race: write then rename
     tokenizer.save(str(tmp))

@@ -208,6 +208,8 @@ def pretrain_command(
     flags = ["--config", PRETRAIN_CONFIG, *data_flags(data, SHARED_DATA)]
     flags += ["--data.vocab_size", str(vocab), "--data.max_length", str(length)]
     flags += ["--data.tokenizer_model", data.get("tokenizer_model") or "wordpiece"]
+    if data.get("segmenter") == "jieba":  # the stage's tokenizer is the main run's
+        flags += ["--data.segmenter", "jieba"]
     for name in ARCHITECTURE:
         if model.get(name) is not None:
             flags += [f"--model.{name}", flag_value(model[name])]

@@ -21,7 +21,8 @@ from tscratch.config import EncoderConfig
 from tscratch.data.language import language
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
-from tscratch.data.tokenizer import load_tokenizer
+from tscratch.data.tokenizer import load_tokenizer, reads_words
+from tscratch.data.words import cut_words, jieba_installed
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands, settings
@@ -67,11 +68,12 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
     """
     data, model = config.data, config.model
     splits = load_labeled_splits(**{k: data[k] for k in SPLIT_ARGS}, cache_dir=data.cache_dir)
-    profile = training_profile(splits, data.get("text_pair_column") is not None)
     lang = language(column(splits.train, "text"))
+    chosen: list[Choice] = segmenter_choice(data, lang)
+    words_cut = reads_words_from(data, chosen)
+    profile = training_profile(splits, data.get("text_pair_column") is not None, words_cut)
     decision, teacher_init = decide(config, profile, lang)
     distilling = decision.recipe == "distil" or model.get("teacher") is not None
-    chosen: list[Choice] = []
     notes: list[str] = []
     if decision.recipe == "pretrain" and "model.position" not in given:
         chosen.append(Choice("model.position", commands.STAGE_POSITION, POSITION_REASON))
@@ -327,16 +329,46 @@ def early_stopping_given(trainer: Namespace) -> bool:
     return False
 
 
-def training_profile(splits: LabeledSplits, pairs: bool = False) -> DataProfile:
+def reads_words_from(data: Namespace, chosen: Sequence[Choice]) -> bool:
+    """Whether the run's tokenizer will read jieba's words: a given one's record, else the
+    segmenter asked or chosen. A tokenizer that cannot be read counts as not reading words:
+    its one-line error comes from the check or the data module that needs it."""
+    if data.get("tokenizer") is not None:
+        try:
+            return reads_words(load_tokenizer(data.tokenizer))
+        except UserError:
+            return False
+    return data.get("segmenter") == "jieba" or any(c.value == "jieba" for c in chosen)
+
+
+def segmenter_choice(data: Namespace, lang: str) -> list[Choice]:
+    """`data.segmenter` when it is `auto` (`settings.segmenter`); a given tokenizer (or the
+    one `--model.init_from` brings) records its own."""
+    if data.get("segmenter") != AUTO:
+        return []
+    if data.get("tokenizer") is not None:
+        return [Choice("data.segmenter", None, f"the tokenizer {data.tokenizer} cuts its own")]
+    return [settings.segmenter(lang, jieba_installed())]
+
+
+def training_profile(
+    splits: LabeledSplits, pairs: bool = False, words_cut: bool = False
+) -> DataProfile:
     """The profile of the training split. With ``pairs``, a row is measured as the model reads
-    it, ``[CLS] a [SEP] b [SEP]``: both texts and three special tokens."""
+    it, ``[CLS] a [SEP] b [SEP]``: both texts and three special tokens. ``words_cut``: the
+    texts are read as jieba's words (`tscratch.data.words`)."""
     texts, classes = column(splits.train, "text"), len(splits.label_names)
+    if words_cut:
+        texts = cut_words(texts)
     if not pairs:
-        return DataProfile.of(texts, classes)
+        return DataProfile.of(texts, classes, words_cut)
     log.info("text pairs: the plan measures each row as [CLS] text [SEP] text_pair [SEP]")
     second = column(splits.train, "text_pair")
+    if words_cut:
+        second = cut_words(second)
     counts = []
     for a, b in zip(texts, second, strict=True):  # each estimate counts one [CLS]: + 1
-        (tokens_a, chars_a), (tokens_b, chars_b) = estimate_counts(a), estimate_counts(b)
+        (tokens_a, chars_a) = estimate_counts(a, words_cut)
+        (tokens_b, chars_b) = estimate_counts(b, words_cut)
         counts.append((tokens_a + tokens_b + 1, chars_a + chars_b))
     return DataProfile.from_counts(counts, classes)

@@ -43,7 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tscratch.data.tokenizer import CJK
+from tscratch.data.cjk import CJK
+from tscratch.data.words import INSTALL
 
 AUTO = "auto"
 MAX_AUTO_LENGTH = 512
@@ -74,6 +75,10 @@ SUBWORDS_PER_WORD = 1.15
 # kana and Hangul it does not split, so they count as words); other words are runs of word
 # characters; punctuation marks count one each.
 _PIECES = re.compile(rf"(?P<cjk>[{CJK}])|(?P<word>[^\W{CJK}]+)|(?P<mark>[^\w\s])")
+_WORD_PIECES = re.compile(rf"(?P<cjk>[{CJK}]+)|(?P<word>[^\W{CJK}]+)|(?P<mark>[^\w\s])")
+"""As `_PIECES` for texts cut into jieba's words (`tscratch.data.words.cut_words`): a run of
+ideographs is one word, one token (the vocabulary holds the frequent words; a rarer one falls
+back to more, so the estimate is low by what it lacks)."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -81,15 +86,17 @@ def estimate_tokens(text: str) -> int:
     return estimate_counts(text)[0]
 
 
-def estimate_counts(text: str) -> tuple[int, int]:
-    """(tokens ``text`` will take, [CLS] included; how many of them are single CJK ideographs)."""
-    cjk = words = marks = 0
-    for match in _PIECES.finditer(text):
+def estimate_counts(text: str, words_cut: bool = False) -> tuple[int, int]:
+    """(tokens ``text`` will take, [CLS] included; how many of them are single CJK ideographs).
+    ``words_cut``: ``text`` is cut into jieba's words, which are the tokens."""
+    cjk = words = marks = single = 0
+    for match in (_WORD_PIECES if words_cut else _PIECES).finditer(text):
         kind = match.lastgroup
         cjk += kind == "cjk"
+        single += kind == "cjk" and match.end() - match.start() == 1
         words += kind == "word"
         marks += kind == "mark"
-    return 1 + cjk + marks + math.ceil(words * SUBWORDS_PER_WORD), cjk
+    return 1 + cjk + marks + math.ceil(words * SUBWORDS_PER_WORD), single
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,9 @@ class DataProfile:
     """Of `total_tokens`, those that are single CJK ideographs."""
 
     @classmethod
-    def of(cls, texts: Sequence[str], classes: int) -> DataProfile:
-        return cls.from_counts([estimate_counts(t) for t in texts], classes)
+    def of(cls, texts: Sequence[str], classes: int, words_cut: bool = False) -> DataProfile:
+        """The profile of ``texts`` (``words_cut``: cut into jieba's words, the tokens)."""
+        return cls.from_counts([estimate_counts(t, words_cut) for t in texts], classes)
 
     @classmethod
     def from_counts(cls, counts: Sequence[tuple[int, int]], classes: int) -> DataProfile:
@@ -216,6 +224,19 @@ def patience(validations: int, metric: str) -> Choice:
         f"planned ({PATIENCE_SHARE:.0%}, at least {MIN_PATIENCE}); the best checkpoint is kept"
     )
     return Choice("patience", value, reason)
+
+
+def segmenter(lang: str, installed: bool) -> Choice:
+    """jieba's words for Chinese when jieba is installed, else none: one token per ideograph
+    (the words are the units Chinese meaning sits in, and a small encoder trained on little
+    data has to learn them from characters otherwise)."""
+    if lang != "zh":
+        return Choice("data.segmenter", None, "not Chinese: words end at spaces and punctuation")
+    if not installed:
+        why = f"Chinese, but jieba is not installed ({INSTALL}): one token per ideograph"
+        return Choice("data.segmenter", None, why)
+    why = "Chinese: jieba's words are the tokens; a word the vocabulary lacks, its characters"
+    return Choice("data.segmenter", "jieba", why)
 
 
 def choose(
