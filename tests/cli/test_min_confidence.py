@@ -124,3 +124,27 @@ def test_serve_refuses_min_confidence_for_a_multi_label_model(multi_label_folder
         "error: --min_confidence applies to single-label models; this multi-label model's "
         "labels are decided by its per-label thresholds (tuned on validation)\n"
     )
+
+
+def test_info_shows_what_changes_an_answer(folder, multi_label_folder, checkpoint, tmp_path):  # noqa: F811
+    pytest.importorskip("litserve")
+    import argparse
+
+    from tscratch.cli.serve import server_info
+    from tscratch.cli.serve_requests import Limits
+
+    def info(model: str, min_confidence: float | None = None) -> dict:
+        args = argparse.Namespace(model=model, max_batch_size=4, batch_timeout=0.01,
+                                  min_confidence=min_confidence)  # fmt: skip
+        return server_info(args, load(model), Limits(256, 100_000))
+
+    scaled = info(folder, 0.6)
+    assert scaled["temperature"] == T and scaled["min_confidence"] == 0.6
+    assert scaled["max_texts"] == 256 and scaled["max_text_chars"] == 100_000
+    assert "thresholds" not in scaled and "text_pair_column" not in scaled
+    multi = info(multi_label_folder)
+    assert multi["thresholds"] == dict.fromkeys(load(multi_label_folder).labels, 0.5)
+    assert "min_confidence" not in multi
+    plain = info(str(export(checkpoint, tmp_path / "plain")))
+    assert not {"temperature", "min_confidence", "thresholds"} & set(plain)
+    assert plain["labels"] == load(folder).labels

@@ -200,6 +200,23 @@ class ClassifierAPI(_LitAPI):
         return predictions[0] if single else {"predictions": predictions}
 
 
+def server_info(args: argparse.Namespace, classifier: Any, limits: Limits) -> dict[str, Any]:
+    """What `GET /info` shows: the model's labels and length, the server's limits, and what
+    changes an answer (a temperature, ``--min_confidence``, multi-label thresholds, pairs)."""
+    info = {"source": args.model, "labels": classifier.labels, "max_length": classifier.max_length}
+    info |= {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout}
+    info |= dataclasses.asdict(limits)
+    if classifier.reads_pairs:  # single-text models' info stays as it was
+        info["text_pair_column"] = classifier.text_pair_column
+    if classifier.temperature != 1.0:  # temperature scaling (models fitted before: none)
+        info["temperature"] = classifier.temperature
+    if args.min_confidence is not None:
+        info["min_confidence"] = args.min_confidence
+    if classifier.thresholds is not None:  # multi-label
+        info["thresholds"] = dict(zip(classifier.labels, classifier.thresholds, strict=True))
+    return info
+
+
 def run(args: argparse.Namespace) -> None:
     """Check the flags and the model, then serve until interrupted."""
     require_serve_extra()
@@ -224,17 +241,7 @@ def run(args: argparse.Namespace) -> None:
         )
     limits = Limits(args.max_texts, args.max_text_chars)
     pairs = classifier.reads_pairs
-    info = {"source": args.model, "labels": classifier.labels, "max_length": classifier.max_length}
-    info |= {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout}
-    info |= dataclasses.asdict(limits)
-    if pairs:  # single-text models' info stays as it was
-        info["text_pair_column"] = classifier.text_pair_column
-    if classifier.temperature != 1.0:  # temperature scaling (models fitted before: none)
-        info["temperature"] = classifier.temperature
-    if args.min_confidence is not None:
-        info["min_confidence"] = args.min_confidence
-    if classifier.thresholds is not None:  # multi-label
-        info["thresholds"] = dict(zip(classifier.labels, classifier.thresholds, strict=True))
+    info = server_info(args, classifier, limits)
     del classifier
     with spool_folder() as folder:
         serve(args, info, limits, pairs, Spool(folder), shown)
