@@ -159,6 +159,17 @@ def test_teacher_labels_map_by_name_and_other_labels_are_refused(world, monkeypa
         teacher.outputs(lambda mask: texts, ["money", "sport"])
 
 
+def test_the_teachers_progress_bar_goes_to_a_terminal_not_to_a_log(world, monkeypatch, capsys):
+    monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)
+    texts, labels = ["bank price today", "goal match news", "chip robot week"], ["money", "sport"]
+    labels = [*labels, "tech"]
+    TeacherModel(str(world["teacher"]), batch_size=1).outputs(lambda mask: texts, labels)
+    assert "teacher:" not in capsys.readouterr().err  # stderr is no terminal here
+    monkeypatch.setattr(teacher_module, "_shown", lambda: True)
+    TeacherModel(str(world["teacher"]), batch_size=1).outputs(lambda mask: texts, labels)
+    assert "teacher: 100%" in capsys.readouterr().err
+
+
 def test_the_teacher_runs_on_the_device_it_is_given_even_beside_a_gpu(world, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU the run does not use
     monkeypatch.setattr(teacher_module, "native_bf16", lambda: False)

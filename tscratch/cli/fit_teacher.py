@@ -17,6 +17,7 @@ import contextlib
 import gc
 import hashlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -130,8 +131,8 @@ class TeacherModel:
         autocast = contextlib.nullcontext() if dtype is None else torch.autocast(kind, dtype)
         with autocast:
             if classifier.module is None:  # ONNX: logits only
-                logits = document_logits(
-                    classifier, texts, batch_size=self.batch_size, progress=True
+                logits = document_logits(  # cut, as `pooled_logits` reads them
+                    classifier, texts, "truncate", batch_size=self.batch_size, progress=_shown()
                 )
                 features = None
             else:
@@ -141,6 +142,12 @@ class TeacherModel:
         self.seconds = time.perf_counter() - start
         log.info("teacher logits: %d texts in %.1f s", len(texts), self.seconds)
         return TeacherOutputs(logits[:, columns].float(), features)
+
+
+def _shown() -> bool:
+    """The teacher's progress bar goes to a terminal, not into a log file (where each redraw
+    would be a line), as the tokenizer trainer's does."""
+    return sys.stderr.isatty()
 
 
 def pooled_logits(
@@ -154,7 +161,7 @@ def pooled_logits(
     ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
     logits = torch.empty(len(ids), len(classifier.labels))
     features = torch.empty(len(ids), module.config.d_model)
-    for batch in longest_first(ids, batch_size, progress=True, desc="teacher"):
+    for batch in longest_first(ids, batch_size, progress=_shown(), desc="teacher"):
         input_ids, mask = pad_batch([ids[i] for i in batch], pad_id)
         with torch.inference_mode():
             pooled, out = module.pooled_logits(input_ids.to(device), mask.to(device))
