@@ -2,9 +2,10 @@
 
 For a classifier trained on BBC News (the project measures one trained with max_length 128):
   1. test-split accuracy with `predict.py --long_text truncate` (the first max_length tokens,
-     as in training) and with `--long_text chunk` (every token, in windows overlapping by
-     max_length // 4, the windows' logits averaged), and how many test articles are longer
-     than max_length;
+     as a model trained without windows reads them) and with `--long_text chunk` (every token,
+     in windows overlapping by the model's stride: max_length // 4 unless it was trained with
+     another --data.stride; the windows' logits averaged), and how many test articles are
+     longer than max_length;
   2. the same truncate accuracy for each runtime (int8 against fp32);
   3. texts/s (tokenizing included, `--long_text truncate`, after one warm-up batch) at batch
      sizes 1 and 32, for PyTorch fp32 and, when SOURCE is an export folder holding them, for
@@ -35,12 +36,11 @@ from tscratch.export import ONNX, ONNX_INT8, ExportedClassifier, load
 
 def accuracies(classifier: ExportedClassifier, texts: list[str], labels: list[int]) -> list[str]:
     """Markdown rows: accuracy with each --long_text mode."""
-    stride = classifier.max_length // 4
     lengths = [len(e.ids) for e in classifier.tokenizer.encode_batch(texts)]
     long = sum(n > classifier.max_length for n in lengths)
     rows = []
     for mode in ("truncate", "chunk"):
-        logits = document_logits(classifier, texts, mode, stride, batch_size=32)
+        logits = document_logits(classifier, texts, mode, batch_size=32)  # the model's stride
         acc = (logits.argmax(-1) == torch.tensor(labels)).float().mean().item()
         rows.append(
             f"| accuracy, --long_text {mode} | {100 * acc:.2f} % of {len(texts)} "
@@ -63,9 +63,9 @@ def speeds(runtimes: dict[str, ExportedClassifier], texts: list[str]) -> list[st
     rows = []
     for name, classifier in runtimes.items():
         for batch_size in (1, 32):
-            document_logits(classifier, texts[:batch_size], batch_size=batch_size)  # warm-up
-            start = time.perf_counter()
-            document_logits(classifier, texts, batch_size=batch_size)
+            document_logits(classifier, texts[:batch_size], "truncate", batch_size=batch_size)
+            start = time.perf_counter()  # after a warm-up batch
+            document_logits(classifier, texts, "truncate", batch_size=batch_size)
             rate = len(texts) / (time.perf_counter() - start)
             rows.append(
                 f"| {name}, batch {batch_size} | {rate:.1f} texts/s "

@@ -22,7 +22,7 @@ from tests.helpers import REPO, script_env
 from tests.test_export import checkpoint  # noqa: F401 - a fixture (as in test_serve)
 from tscratch.cli.classifiers import open_classifier, torch_device
 from tscratch.cli.predict import main
-from tscratch.cli.predict_logits import document_logits, windows
+from tscratch.cli.predict_logits import document_logits
 from tscratch.errors import UserError
 from tscratch.export import export
 
@@ -184,22 +184,6 @@ def test_top_k_keeps_the_most_probable_labels(folder, classifier, capsys, tmp_pa
 
 
 # --- long texts -----------------------------------------------------------------------------
-
-
-def test_windows_keep_the_head_and_the_closing_token():
-    ids, special = [2, *range(10, 30), 3], [1, *[0] * 20, 1]  # [CLS] 20 tokens [SEP]
-
-    cut = windows(ids, special, max_length=8, stride=2)
-
-    assert all(w[0] == 2 and w[-1] == 3 and len(w) == 8 for w in cut)  # every window full
-    # Steps of width - stride = 4; the last window is moved back to end with the text.
-    assert [w[1:-1] for w in cut] == [list(range(s, s + 6)) for s in (10, 14, 18, 22, 24)]
-    assert windows(ids, special, max_length=22, stride=2) == [ids]  # fits: unchanged
-    no_closing = windows(ids[:-1], special[:-1], max_length=8, stride=0)
-    assert no_closing == [[2, *range(s, s + 7)] for s in (10, 17, 23)]
-    # One token over: two full windows, not a full one and a one-token sliver.
-    sliver = windows([2, *range(10, 17), 3], [1, *[0] * 7, 1], max_length=8, stride=2)
-    assert sliver == [[2, *range(10, 16), 3], [2, *range(11, 17), 3]]
 
 
 def test_chunk_averages_the_logits_of_the_windows(folder, classifier, capsys):

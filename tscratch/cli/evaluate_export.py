@@ -9,7 +9,9 @@ on, so the data is named (`--data.dataset`, or `--config` a fit config), and `te
 plain cross-entropy, which is all a folder records. Either way the test split is the one
 `tscratch fit` makes of the data (`load_labeled_splits`: the data's own test file, else the
 seed's share of the rows), and the texts are run as `tscratch predict` runs them (longest first,
-in batches, cut to the model's `max_length` as in training; pairs cut longest-first). Neither
+in batches, each read as in training: cut to the model's `max_length`, or for a model trained
+with `--data.long_text windows` read whole in windows and scored by the mean of their logits, so
+the report is per text either way; pairs cut longest-first). Neither
 imports Lightning, so nothing but the report is printed. The report's scores and ECE are of the
 probabilities the model gives, softmax(logits / T) with the temperature fitted at the end of fit
 (`tscratch.cli.calibrate`, which runs the validation split through `split_logits` too); it

@@ -19,8 +19,10 @@ The probabilities are softmax(logits / T), T fitted on the validation split at t
 a text whose top probability is below P.
 
 Texts are run longest first in batches of similar length, so batches carry little padding; the
-results are put back in input order. A text longer than the model's `max_length` is cut, as in
-training, or with `--long_text chunk` read whole in overlapping windows (see `document_logits`).
+results are put back in input order. A text longer than the model's `max_length` is read as
+the model was trained: cut, or for a model trained with `--data.long_text windows`, whole in
+overlapping windows whose logits are averaged (`--long_text chunk`, see `document_logits`);
+`--long_text` chooses either for any model.
 """
 
 from __future__ import annotations
@@ -97,14 +99,16 @@ def build_parser() -> ArgumentParser:
         "probabilities still given",
     )  # fmt: skip
     add(
-        "--long_text", choices=["truncate", "chunk"], default="truncate",
-        help="texts longer than the model's max_length: cut them (as in training), or read "
-        "them whole in overlapping windows and average the windows' logits (the geometric "
-        "mean of their probabilities, normalised)",
+        "--long_text", choices=["truncate", "chunk"],
+        help="texts longer than the model's max_length: cut them, or read them whole in "
+        "overlapping windows and average the windows' logits (the geometric mean of their "
+        "probabilities, normalised); default: as the model was trained (chunk for a model "
+        "trained with --data.long_text windows, else truncate)",
     )  # fmt: skip
     add(
         "--stride", type=int, metavar="N", help="with --long_text chunk: tokens shared by "
-        "neighbouring windows (default max_length // 4)",
+        "neighbouring windows (default: the model's --data.stride if it was trained on "
+        "windows, else max_length // 4)",
     )  # fmt: skip
     add(
         "--data.batch_size", dest="batch_size", type=int, default=32,
@@ -131,7 +135,7 @@ def run(args: argparse.Namespace) -> None:
     check_min_confidence(args.min_confidence, "--min_confidence")
     if args.batch_size < 1:
         raise UserError(f"--data.batch_size ({args.batch_size}) must be at least 1")
-    if args.stride is not None and args.long_text != "chunk":
+    if args.stride is not None and args.long_text == "truncate":
         raise UserError(f"--stride ({args.stride}) applies only with --long_text chunk")
     if not (args.texts or args.pairs or args.input is not None):  # before the slow load
         raise UserError(
@@ -145,20 +149,12 @@ def run(args: argparse.Namespace) -> None:
             f"--top_k ({args.top_k}) must be at most the number of labels "
             f"({len(classifier.labels)})"
         )
-    stride = classifier.max_length // 4 if args.stride is None else args.stride
-    # Room for text in a window: max_length less the special tokens the tokenizer adds.
-    room = classifier.max_length - len(classifier.tokenizer.encode("").ids)
-    if args.long_text == "chunk" and not 0 <= stride < room:
-        raise UserError(
-            f"--stride ({stride}) must be in [0, {room}) for a model of max_length "
-            f"{classifier.max_length} (windows hold {room} text tokens)"
-        )
+    if pairs is None:  # the model's own reading unless the flags choose (one line if bad)
+        long_text, stride = _reading(args, classifier)
     start = time.perf_counter()
     progress = args.input is not None
     if pairs is None:
-        logits = document_logits(
-            classifier, texts, args.long_text, stride, args.batch_size, progress
-        )
+        logits = document_logits(classifier, texts, long_text, stride, args.batch_size, progress)
     else:
         logits = pair_logits(classifier, texts, pairs, args.batch_size, progress)
     seconds = time.perf_counter() - start
@@ -170,6 +166,16 @@ def run(args: argparse.Namespace) -> None:
     unit = "texts" if pairs is None else "pairs"
     count = f"{len(texts)} {unit if len(texts) != 1 else unit[:-1]}"  # "1 text", "2 texts"
     sys.stderr.write(f"{count} in {seconds:.2f} s ({rate:.1f} {unit}/s)\n")
+
+
+def _reading(args: argparse.Namespace, classifier: ExportedClassifier) -> tuple[str, int | None]:
+    """`--long_text` and `--stride`, the model's own where not given."""
+    if args.stride is not None and (args.long_text or classifier.long_text) == "truncate":
+        raise UserError(
+            f"--stride ({args.stride}) applies only with --long_text chunk (this model reads "
+            "long texts cut: it was not trained with --data.long_text windows)"
+        )
+    return classifier.reading(args.long_text, args.stride, "--stride")
 
 
 def _inputs(

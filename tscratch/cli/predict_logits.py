@@ -1,6 +1,7 @@
 """The logits `tscratch predict` writes: texts run longest first in batches of similar length,
-put back in input order; a long text cut, or read whole in overlapping windows (`windows`,
-`document_logits`); pairs cut longest-first (`pair_logits`). Plain PyTorch: no Lightning."""
+put back in input order; a long text cut, or read whole in overlapping windows
+(`document_logits`, `tscratch.data.windows`); pairs cut longest-first (`pair_logits`). Plain
+PyTorch: no Lightning."""
 
 from __future__ import annotations
 
@@ -11,51 +12,15 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from tscratch.data.encoding import encode_ids
-from tscratch.data.tokenizer import words_for
+from tscratch.data.windows import Reading, mean_of_windows, model_rows
 from tscratch.export import ExportedClassifier
-
-
-def windows(
-    ids: Sequence[int], special: Sequence[int], max_length: int, stride: int
-) -> list[list[int]]:
-    """Overlapping windows of at most `max_length` ids that together cover a tokenized text.
-
-    A text that fits is one window, unchanged. Otherwise the ids between the leading special
-    token (`[CLS]`) and a closing one (a BERT tokenizer's `[SEP]`), if the tokenizer adds them,
-    are cut into pieces that overlap by `stride` ids (the last one is moved back to end with the
-    text, so every window is full), and each piece gets the same head and tail; the first window
-    is the text as `encode_ids` cuts it.
-
-    Args:
-        ids: the text's token ids, special tokens included.
-        special: the tokenizer's `special_tokens_mask` of `ids` (1 = special token).
-        max_length: the most ids the model reads at once.
-        stride: ids shared by neighbouring windows; less than the room left for text.
-    """
-    if len(ids) <= max_length:
-        return [list(ids)]
-    head = list(ids[:1]) if special[0] else []
-    tail = list(ids[-1:]) if special[-1] else []
-    body = ids[len(head) : len(ids) - len(tail)]
-    width = max_length - len(head) - len(tail)
-    if not 0 <= stride < width:
-        raise ValueError(f"stride ({stride}) must be in [0, {width})")
-    out, start = [], 0
-    while start + width < len(body):
-        out.append([*head, *body[start : start + width], *tail])
-        start += width - stride
-    # The last window ends with the text and is full (it may share more than `stride` ids with
-    # the one before): a sliver of a few new tokens would otherwise weigh as much as a window.
-    out.append([*head, *body[len(body) - width :], *tail])
-    return out
 
 
 def document_logits(
     classifier: ExportedClassifier,
     texts: Sequence[str],
-    long_text: str = "truncate",
-    stride: int = 0,
+    long_text: Reading | None = None,
+    stride: int | None = None,
     batch_size: int = 32,
     progress: bool = False,
 ) -> Tensor:
@@ -64,27 +29,18 @@ def document_logits(
     Args:
         classifier: the model (see `open_classifier`).
         texts: the documents.
-        long_text: "truncate" reads the first `max_length` tokens of each text, as training
-            did; "chunk" reads every token through `windows` and gives a document the mean of
-            its windows' logits, so its softmax is the normalised geometric mean of the
-            windows' probabilities.
-        stride: tokens shared by neighbouring windows ("chunk" only).
+        long_text: "truncate" reads the first `max_length` tokens of each text; "chunk" reads
+            every token through `windows` and gives a document the mean of its windows' logits
+            (`mean_of_windows`), so its softmax is the normalised geometric mean of the
+            windows' probabilities. None: as the model was trained (`classifier.long_text`).
+        stride: tokens shared by neighbouring windows ("chunk" only; None: the model's).
         batch_size: rows (texts or windows) per forward pass.
         progress: show a progress bar on stderr when there is more than one batch.
     """
-    if long_text == "truncate":
-        ids = encode_ids(classifier.tokenizer, texts, classifier.max_length)
-        return sorted_logits(classifier, ids, batch_size, progress)
-    rows, owners = [], []
-    tokenizer = classifier.tokenizer
-    for doc, encoding in enumerate(tokenizer.encode_batch(words_for(tokenizer, texts))):
-        cut = windows(encoding.ids, encoding.special_tokens_mask, classifier.max_length, stride)
-        rows += cut
-        owners += [doc] * len(cut)
-    logits = sorted_logits(classifier, rows, batch_size, progress)  # (windows, C)
-    owner = torch.tensor(owners, dtype=torch.long)
-    sums = torch.zeros(len(texts), logits.shape[1]).index_add_(0, owner, logits)  # (N, C)
-    return sums / torch.bincount(owner, minlength=len(texts))[:, None]
+    reading, stride = classifier.reading(long_text, stride)
+    rows, owner = model_rows(classifier.tokenizer, texts, classifier.max_length, reading, stride)
+    logits = sorted_logits(classifier, rows, batch_size, progress)  # (rows, C)
+    return mean_of_windows(logits, owner, len(texts))
 
 
 def sorted_logits(

@@ -202,7 +202,8 @@ class ClassifierAPI(_LitAPI):
 
 def server_info(args: argparse.Namespace, classifier: Any, limits: Limits) -> dict[str, Any]:
     """What `GET /info` shows: the model's labels and length, the server's limits, and what
-    changes an answer (a temperature, ``--min_confidence``, multi-label thresholds, pairs)."""
+    changes an answer (a temperature, long texts read in windows, ``--min_confidence``,
+    multi-label thresholds, pairs)."""
     info = {"source": args.model, "labels": classifier.labels, "max_length": classifier.max_length}
     info |= {"max_batch_size": args.max_batch_size, "batch_timeout": args.batch_timeout}
     info |= dataclasses.asdict(limits)
@@ -210,6 +211,8 @@ def server_info(args: argparse.Namespace, classifier: Any, limits: Limits) -> di
         info["text_pair_column"] = classifier.text_pair_column
     if classifier.temperature != 1.0:  # temperature scaling (models fitted before: none)
         info["temperature"] = classifier.temperature
+    if classifier.long_text == "chunk":  # trained on windows: long texts read whole
+        info |= {"long_text": classifier.long_text, "stride": classifier.stride}
     if args.min_confidence is not None:
         info["min_confidence"] = args.min_confidence
     if classifier.thresholds is not None:  # multi-label

@@ -2,7 +2,8 @@
 
 Sources and splits live in `tscratch.data.sources`, the tokenizer in `tscratch.data.tokenizer`,
 the length-bucketed resumable loader in `tscratch.data.sampler`. Sequences start with `[CLS]` and
-are cut at `max_length`; batches are padded to their longest row rounded up (`pad_widths`).
+are cut at `max_length`, or with `long_text="windows"` read whole in overlapping windows
+(`tscratch.data.windows`); batches are padded to their longest row rounded up (`pad_widths`).
 With `text_pair_column`, rows are `[CLS] a [SEP] b [SEP]` with token types (see `PairEncoder`).
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from datasets import Dataset
@@ -27,25 +27,28 @@ from tscratch.data.base import (
     evaluated_rows,
 )
 from tscratch.data.encoding import (
-    ENCODING,
     MIN_PAIR_LENGTH,
-    PAIR_ENCODING,
     PadCollator,
     PadWidths,
-    PairEncoder,
-    encode_ids,
 )
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
+from tscratch.data.tokenized import tokenize_split
 from tscratch.data.tokenizer import (
     cached_tokenizer,
     char_limit,
     default_cache_dir,
-    fingerprint,
     load_tokenizer,
 )
 from tscratch.data.transfer import Augmentation, Teacher, distillation_split
+from tscratch.data.windows import (
+    LongText,
+    check_long_text,
+    check_stride,
+    default_stride,
+    window_room,
+)
 from tscratch.data.words import require_jieba
 from tscratch.errors import UserError
 
@@ -96,8 +99,17 @@ class TextClassificationData(TokenizedData):
             Ignored with ``tokenizer``, which records its own.
         vocab_size: Target vocabulary size of the trained tokenizer (the real size may be smaller).
             tscratch fit also takes "auto": sized to the amount of training text.
-        max_length: Most tokens per sequence, [CLS] included; longer texts are truncated.
-            tscratch fit also takes "auto": enough for 95% of the training texts.
+        max_length: Most tokens per sequence, [CLS] included; longer texts are truncated
+            (or, with long_text windows, read in windows). tscratch fit also takes "auto":
+            enough for 95% of the training texts.
+        long_text: Texts longer than max_length: "truncate" reads their first max_length
+            tokens; "windows" reads every token, in windows of max_length tokens that overlap
+            by stride tokens, each led by [CLS]: each window of a training text is a training
+            row with the text's label, and validation and test score each text by the mean of
+            its windows' logits, as predict, serve and the exported model then read long texts
+            by default (single texts only, not text pairs).
+        stride: With long_text windows: tokens shared by neighbouring windows (default
+            max_length // 4).
         batch_size: Training batch size (per process).
         eval_batch_size: Validation/test batch size (default: 2 * batch_size).
         num_workers: DataLoader worker processes.
@@ -143,6 +155,8 @@ class TextClassificationData(TokenizedData):
         segmenter: Literal["jieba", "auto"] | None = None,
         vocab_size: int | Literal["auto"] = 8000,
         max_length: int | Literal["auto"] = 256,
+        long_text: LongText = "truncate",
+        stride: int | None = None,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         num_workers: int = 0,
@@ -175,12 +189,15 @@ class TextClassificationData(TokenizedData):
                 f"data.max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b "
                 f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
             )
+        check_long_text(long_text, stride, max_length, text_pair_column)
         require_jieba("segmenter", segmenter)  # before minutes of tokenizing
         check_batching(pad_widths, max_tokens, max_length)
         check_augment(augment_copies, augment_mask, augment_swap, augment_ngram)
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
         self.save_hyperparameters(ignore=["vocab_size"])
+        if long_text == "windows":  # the checkpoint records the stride the model was trained on
+            self.hparams.stride = default_stride(max_length) if stride is None else stride
         self._target_vocab_size = vocab_size
         self._cache_dir = cache_dir or default_cache_dir()
         self._max_length = max_length
@@ -227,6 +244,11 @@ class TextClassificationData(TokenizedData):
         return self._max_length
 
     @property
+    def windows(self) -> bool:
+        """Whether long texts are read whole, in windows (``long_text="windows"``)."""
+        return self.hparams.long_text == "windows"
+
+    @property
     def text_pair_column(self) -> str | None:
         """The column of second texts when rows are text pairs, else None."""
         return self.hparams.text_pair_column
@@ -266,6 +288,11 @@ class TextClassificationData(TokenizedData):
         if self.text_pair_column is not None or self.multi_label:
             kind = "text pairs" if self.text_pair_column else "multi-label data"
             raise UserError(f"--model.teacher distils single-label, single-text data, not {kind}")
+        if self.windows:  # the teacher gives one set of logits per text, not per window
+            raise UserError(
+                "--model.teacher learns the teacher's logits of whole texts; drop "
+                "--data.long_text windows (or --model.teacher)"
+            )
         self.teacher, self._tokenized = teacher, {}
 
     def prepare_data(self) -> None:
@@ -278,49 +305,27 @@ class TextClassificationData(TokenizedData):
         """Tokenizes all splits (cached by datasets under ``cache_dir``)."""
         if self._tokenized:
             return
-        prepared = self._prepare()
-        tokenizer_key = fingerprint(prepared.tokenizer.to_str())
+        prepared, hp = self._prepare(), self.hparams
+        stride = hp.stride if self.windows else None
+        if stride is not None:  # now that the tokenizer says how many special tokens it adds
+            room = window_room(prepared.tokenizer, self._max_length)
+            check_stride(stride, room, self._max_length, "data.stride")
+        pairs = self.text_pair_column is not None
         for split in ("train", "validation", "test"):
-            ds = prepared.splits[split]
-            texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
-            if self.text_pair_column is None:
-                key = fingerprint(tokenizer_key, ENCODING, str(self._max_length), texts, labels)
-            else:  # single-text keys stay as they were
-                pairs = column(ds, "text_pair")
-                parts = (tokenizer_key, PAIR_ENCODING, str(self._max_length), texts, pairs, labels)
-                key = fingerprint(*parts)
-            self._tokenized[split] = self._tokenize(ds, split, key)
+            self._tokenized[split] = tokenize_split(
+                prepared.splits[split], split, prepared.tokenizer, self._max_length,
+                self._cache_dir, pairs, stride,
+            )  # fmt: skip
         if self.teacher is not None:  # copies and teacher logits join the training rows
             train, self.teacher_features = distillation_split(self, self._tokenized["train"])
             self._tokenized["train"] = train
         if stage in (None, "fit"):
             self.describe()
 
-    def _tokenize(self, ds: Dataset, split: str, key: str) -> Dataset:
-        tokenizer, max_length = self.tokenizer, self._max_length
-        pairs = None if self.text_pair_column is None else PairEncoder(tokenizer, max_length)
-
-        def encode(batch: dict[str, list]) -> dict[str, list]:
-            if pairs is not None:
-                ids, types = pairs(batch["text"], batch["text_pair"])
-                return {"input_ids": ids, "token_type_ids": types, "length": list(map(len, ids))}
-            ids = encode_ids(tokenizer, batch["text"], max_length)
-            return {"input_ids": ids, "length": [len(i) for i in ids]}
-
-        folder = Path(self._cache_dir) / "tokenized"
-        folder.mkdir(parents=True, exist_ok=True)
-        return ds.map(
-            encode,
-            batched=True,
-            remove_columns=["text"] if pairs is None else ["text", "text_pair"],
-            cache_file_name=str(folder / f"{split}-{key}.arrow"),
-            new_fingerprint=key,
-            desc=f"Tokenizing {split}",
-        )
-
     def split(self, name: Literal["train", "validation", "test"]) -> Dataset:
         """The tokenized split: ``input_ids``, ``labels`` and ``length`` columns (and
-        ``token_type_ids`` for text pairs)."""
+        ``token_type_ids`` for text pairs). With ``long_text="windows"``, a training row is a
+        window, and a validation or test row a text holding its ``windows``."""
         self.setup()
         return self._tokenized[name]
 
@@ -377,11 +382,16 @@ class TextClassificationData(TokenizedData):
         sizes = ", ".join(f"{s} {len(self._tokenized[s]):,}" for s in self._tokenized)
         lengths = column(self.split("train"), "length")
         truncated = sum(n >= self._max_length for n in lengths) / len(lengths)
+        cut = f"{truncated:.0%} of training rows truncated"
+        if self.windows:
+            texts = len(self._prepare().splits["train"])
+            cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the {texts:,} "
+            cut += f"training texts make {len(lengths):,} rows"
         summary = (
             f"{self.hparams.dataset}: {sizes} rows{self._pairs_note()}; {self.num_classes} "
             f"{'labels (multi-label)' if self.multi_label else 'classes'} "
             f"{self.label_names}; vocabulary {self.vocab_size:,} tokens; max_length "
-            f"{self._max_length} ({truncated:.0%} of training rows truncated); "
+            f"{self._max_length} ({cut}); "
             f"{self.padding_note(self.train_sampler(), lengths)}."
         )
         logger.info(summary)

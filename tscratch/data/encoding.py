@@ -91,10 +91,14 @@ class PadCollator:
 
     Rows of text pairs also carry ``token_type_ids``: the batch then has ``token_type_ids``
     (B, T) long, padded with 0. Rows that carry an ``index`` (see :class:`IndexedRows`) give the
-    batch an ``index`` (B,) long. Rows of a distillation split (`tscratch.data.transfer`) give
-    ``teacher_logits`` (B, C) float and ``real`` (B,) bool (False on augmented copies), and
-    with ``teacher_features`` (the teacher's pooled vectors, one per row of the split) rows that
-    carry a ``transfer_row`` give ``teacher_features`` (B, D) float.
+    batch an ``index`` (B,) long. A text read whole (``long_text="windows"``, in evaluation)
+    is a row of ``windows``: the batch holds one row of ``input_ids`` per window, (W, T), and
+    ``window_owner`` (W,) long, the number in the batch of each window's text, whose
+    ``labels`` (and ``index``) stay one per text (`tscratch.data.windows`). Rows of a
+    distillation split (`tscratch.data.transfer`) give ``teacher_logits`` (B, C) float and
+    ``real`` (B,) bool (False on augmented copies), and with ``teacher_features`` (the
+    teacher's pooled vectors, one per row of the split) rows that carry a ``transfer_row`` give
+    ``teacher_features`` (B, D) float.
     ``widths``: what T may be (`widths_for`); () pads to the longest row's multiple of 8.
     """
 
@@ -103,10 +107,14 @@ class PadCollator:
     teacher_features: torch.Tensor | None = field(default=None, compare=False)
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        ids = [r["input_ids"] for r in rows]
+        whole = "windows" in rows[0]  # texts read in windows: a row per window
+        ids = [w for r in rows for w in r["windows"]] if whole else [r["input_ids"] for r in rows]
         input_ids, attention_mask = pad_batch(ids, self.pad_id, self.widths)
         labels = torch.as_tensor([r["labels"] for r in rows], dtype=torch.long)
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        if whole:
+            owner = [text for text, r in enumerate(rows) for _ in r["windows"]]
+            batch["window_owner"] = torch.as_tensor(owner, dtype=torch.long)  # (W,)
         if "token_type_ids" in rows[0]:  # text pairs only
             types = [r["token_type_ids"] for r in rows]
             batch["token_type_ids"] = pad_token_types(types, input_ids.shape[1])

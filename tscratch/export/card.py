@@ -70,7 +70,7 @@ def model_card(
             f"reads text pairs as `[CLS] text [SEP] text_pair [SEP]` (token types 0, then 1), "
             f"cut longest-first to {config['max_length']} tokens."
             if pairs
-            else f"texts are cut to {config['max_length']} tokens."
+            else _long_text(config)
         ),
         f"- Labels (index = class id): {', '.join(f'`{name}`' for name in labels)}.",
         *_temperature(config, checkpoint.get("calibration")),
@@ -95,7 +95,7 @@ def model_card(
         else 'print(classifier.predict(["a text to label"]))  # label and probabilities per text',
         "```",
         "",
-        *_onnx(files, pairs),
+        *_onnx(files, pairs, config.get("long_text") == "chunk"),
         "## Files",
         "",
         *(f"- `{name}`" for name in files),
@@ -215,7 +215,20 @@ def _scaling(report: dict[str, Any]) -> str:
     )
 
 
-def _onnx(files: list[str], pairs: bool) -> list[str]:
+def _long_text(config: dict[str, Any]) -> str:
+    """How the model reads a text: cut, or (trained on windows) whole in windows."""
+    length = config["max_length"]
+    if config.get("long_text") != "chunk":
+        return f"texts are cut to {length} tokens."
+    return (
+        f"a text longer than {length} tokens is read whole, in windows of {length} tokens "
+        f"overlapping by {config['stride']} (each led by `[CLS]`), and scored by the mean of "
+        "the windows' logits, as the model was trained and evaluated (`long_text` and "
+        "`stride` in `config.json`)."
+    )
+
+
+def _onnx(files: list[str], pairs: bool, windows: bool = False) -> list[str]:
     graphs = [name for name in ("model.onnx", "model.int8.onnx") if name in files]
     if not graphs:
         return []
@@ -232,7 +245,14 @@ def _onnx(files: list[str], pairs: bool) -> list[str]:
         f"and `attention_mask` (batch, sequence) int64 (1 = real token){types}, output `logits` "
         "(batch, labels) float32, before temperature scaling: divide them by `temperature` from "
         "`config.json` (1 where absent) before the softmax. Tokenize with `tokenizer.json`, cut "
-        "to `max_length` tokens and pad with `encoder.pad_id` from `config.json`. In Python, "
+        "to `max_length` tokens and pad with `encoder.pad_id` from `config.json`"
+        + (
+            " (a longer text: cut its tokens after `[CLS]` into windows overlapping by `stride`"
+            " tokens, each led by `[CLS]`, and average the windows' logits)"
+            if windows
+            else ""
+        )
+        + ". In Python, "
         '`tscratch.load(folder, runtime="onnx")` (or `"onnx-int8"`) runs them on onnxruntime.',
         "",
     ]

@@ -14,7 +14,15 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from tscratch.data.encoding import PairEncoder, encode_ids, pad_batch, pad_token_types
+from tscratch.data.encoding import PairEncoder, pad_batch, pad_token_types
+from tscratch.data.windows import (
+    Reading,
+    check_stride,
+    default_stride,
+    mean_of_windows,
+    model_rows,
+    window_room,
+)
 from tscratch.errors import UserError
 
 if TYPE_CHECKING:
@@ -30,6 +38,7 @@ class ExportedClassifier:
     Build one with `load`. `config` is the folder's config.json; `labels` the class names,
     index = class id. A model trained on text pairs (`text_pair_column` is set) reads pairs
     only: `predict(texts, pairs)`, one pair per text; a model of single texts refuses pairs.
+    A text longer than `max_length` is read as the model was trained (`long_text`, `stride`).
     """
 
     def __init__(self, config: dict[str, Any], tokenizer: Tokenizer, forward: Forward) -> None:
@@ -47,9 +56,19 @@ class ExportedClassifier:
         validation split at the end of fit (`tscratch.training.calibration`); 1 when none was."""
         self.calibrated: bool = "temperature" in config
         """Whether T was fitted (a model trained or exported before calibration has none)."""
+        self.long_text: Reading = config.get("long_text", "truncate")
+        """How a text longer than `max_length` is read unless told: "truncate" (its first
+        `max_length` tokens), or "chunk" for a model trained with ``--data.long_text windows``
+        (every token, in windows overlapping by `stride` tokens, their logits averaged:
+        `tscratch.data.windows`)."""
+        self.stride: int = config.get("stride", default_stride(self.max_length))
+        """Tokens neighbouring windows share when a text is read in windows: the training
+        run's ``data.stride`` for a model trained on windows, else max_length // 4."""
         self.tokenizer = tokenizer
         self._forward = forward
         self._pair_encoder: PairEncoder | None = None
+        if self.long_text == "chunk":  # config.json is checked against max_length, not this
+            check_stride(self.stride, self.room, self.max_length, "config.json's stride")
 
     @property
     def module(self) -> TransformerClassifier | None:
@@ -67,6 +86,28 @@ class ExportedClassifier:
     def reads_pairs(self) -> bool:
         """Whether the model was trained on text pairs."""
         return self.text_pair_column is not None
+
+    @property
+    def room(self) -> int:
+        """Text tokens one window holds (`max_length` less the tokenizer's special tokens)."""
+        return window_room(self.tokenizer, self.max_length)
+
+    def reading(
+        self, long_text: Reading | None = None, stride: int | None = None, name: str = "stride"
+    ) -> tuple[Reading, int | None]:
+        """How to read long texts: ``long_text`` and ``stride``, or the model's own where None
+        (the stride None for "truncate"); one line for a stride out of range or given to
+        "truncate" (``name``: how the caller spells it)."""
+        long_text = long_text or self.long_text
+        if long_text not in ("truncate", "chunk"):
+            raise UserError(f"long_text ({long_text!r}) must be 'truncate' or 'chunk'")
+        if long_text == "truncate":
+            if stride is not None:
+                raise UserError(f"{name} ({stride}) applies only with long_text 'chunk'")
+            return long_text, None
+        stride = self.stride if stride is None else stride
+        check_stride(stride, self.room, self.max_length, name)
+        return long_text, stride
 
     def check_pairs(self, pairs: Sequence[str] | None) -> None:
         """Refuse single texts for a pair model, and pairs for a single-text model."""
@@ -92,15 +133,22 @@ class ExportedClassifier:
         texts: str | Sequence[str],
         pairs: str | Sequence[str] | None = None,
         batch_size: int = 32,
+        long_text: Reading | None = None,
+        stride: int | None = None,
     ) -> Tensor:
         """Float32 logits (N, C) of `texts` (and their `pairs`, for a pair model), in order, on
-        the CPU; each row cut to `max_length` tokens as in training. A string is one text (and
-        one pair): N = 1."""
+        the CPU, each text read as in training: cut to `max_length` tokens, or for a model
+        trained on windows, in windows whose logits are averaged (`long_text` "truncate" or
+        "chunk", and `stride`, choose; pairs are always cut longest-first). A string is one
+        text (and one pair): N = 1."""
         texts, pairs = one_or_many(texts), None if pairs is None else one_or_many(pairs)
         self.check_pairs(pairs)
         if pairs is None:
-            ids = encode_ids(self.tokenizer, texts, self.max_length)
-            return self.logits_of_ids(ids, batch_size)
+            reading, stride = self.reading(long_text, stride)
+            rows, owner = model_rows(self.tokenizer, texts, self.max_length, reading, stride)
+            return mean_of_windows(self.logits_of_ids(rows, batch_size), owner, len(texts))
+        if long_text == "chunk":
+            raise UserError("long_text 'chunk' reads single texts; pairs are cut longest-first")
         ids, types = self.encode_pairs(texts, pairs)
         return self.logits_of_ids(ids, batch_size, types)
 
@@ -141,6 +189,8 @@ class ExportedClassifier:
         pairs: str | Sequence[str] | None = None,
         batch_size: int = 32,
         min_confidence: float | None = None,
+        long_text: Reading | None = None,
+        stride: int | None = None,
     ) -> list[dict[str, Any]]:
         """One `{"text", "label", "probabilities": {label: p}}` per text, in order: the objects
         `tscratch predict` prints. A string is one text, not a sequence of characters:
@@ -149,10 +199,11 @@ class ExportedClassifier:
         multi-label model gives `{"text", "labels": {label: p}, "probabilities"}`: `labels` holds
         every label whose probability reaches its threshold, most probable first (maybe none).
         With ``min_confidence`` P, a text whose top probability is below P gets `label` None
-        ("not sure"), its probabilities still given (`results`)."""
+        ("not sure"), its probabilities still given (`results`). Long texts are read as
+        `logits` reads them (``long_text``, ``stride``: the model's own unless given)."""
         check_min_confidence(min_confidence, "min_confidence")  # before the slow part
         texts, pairs = one_or_many(texts), None if pairs is None else one_or_many(pairs)
-        logits = self.logits(texts, pairs, batch_size)
+        logits = self.logits(texts, pairs, batch_size, long_text, stride)
         return self.results(texts, logits, pairs, min_confidence)
 
     def results(

@@ -31,6 +31,7 @@ from tokenizers import Tokenizer
 
 from tscratch.checkpoint_files import read_checkpoint
 from tscratch.config import EncoderConfig
+from tscratch.data.windows import default_stride
 from tscratch.errors import MissingFile, UserError, filesystem_fault
 from tscratch.export.card import model_card
 from tscratch.export.classifier import ExportedClassifier
@@ -57,7 +58,9 @@ of single texts (as before pairs existed), 2 for a model of text pairs (`text_pa
 config.json), which an older tscratch would take for single texts, and for a multi-label model
 (`multi_label` and `thresholds` in config.json), which it would read as single-label.
 `temperature` (temperature scaling, fitted at the end of fit) does not bump it: an older
-tscratch ignores it and gives the same labels, with the probabilities before scaling."""
+tscratch ignores it and gives the same labels, with the probabilities before scaling. Nor do
+`long_text` and `stride` (a model trained on windows reads long texts in windows by default):
+an older tscratch ignores them and reads long texts cut, as `--long_text truncate` does."""
 SINGLE_TEXT_VERSION = 1
 CONFIG, WEIGHTS, TOKENIZER, CARD = "config.json", "model.safetensors", "tokenizer.json", "README.md"
 ONNX, ONNX_INT8, TRAINING_CONFIG = "model.onnx", "model.int8.onnx", "training_config.yaml"
@@ -287,6 +290,10 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
     }
     if (temperature := checkpoint.get("temperature")) is not None:  # fitted at the end of fit
         config["temperature"] = float(temperature)
+    if data.get("long_text") == "windows":  # trained on windows: read long texts so by default
+        config["long_text"] = "chunk"
+        stride = data.get("stride")
+        config["stride"] = default_stride(config["max_length"]) if stride is None else stride
     thresholds = checkpoint["state_dict"].get("multi_label.thresholds")
     if thresholds is not None:  # multi-label (ClassificationTask.multi_label); else unchanged
         config["format_version"] = FORMAT_VERSION

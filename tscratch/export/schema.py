@@ -67,6 +67,7 @@ def check_config(config: Any, file: Path) -> EncoderConfig:
     temperature = config.get("temperature", 1.0)
     if not (_is_number(temperature) and 1e-3 <= temperature <= 1e3):  # logits / T stay finite
         raise _bad(file, "temperature", temperature, "a number from 0.001 to 1000")
+    _check_long_text(config, file)
     if "text_pair_column" in config:
         _optional(config, "text_pair_column", str, "a column name", file)
         _optional(config, "text_column", (str, type(None)), "a column name or null", file)
@@ -135,6 +136,23 @@ def _check_max_length(value: Any, encoder: EncoderConfig, file: Path) -> None:
             f"at most encoder.max_len ({limit}), the length of its {encoder.position} "
             "position table",
         )  # fmt: skip
+
+
+def _check_long_text(config: dict[str, Any], file: Path) -> None:
+    """A model trained on windows reads long texts in windows: `long_text` "chunk" (or
+    "truncate") and a `stride` below `max_length` (the tokenizer's room is checked when it is
+    read: `ExportedClassifier`), single texts only."""
+    long_text = config.get("long_text", "truncate")
+    if long_text not in ("truncate", "chunk"):
+        raise _bad(file, "long_text", long_text, "'truncate' or 'chunk'")
+    if "stride" in config and long_text != "chunk":
+        raise _bad(file, "stride", config["stride"], "absent unless long_text is 'chunk'")
+    if long_text == "chunk":
+        stride, max_length = _required(config, "stride", file), config["max_length"]
+        if not _is_int(stride) or not 0 <= stride < max_length:
+            raise _bad(file, "stride", stride, f"an integer in [0, {max_length}) (max_length)")
+        if "text_pair_column" in config:
+            raise _bad(file, "long_text", long_text, "'truncate' for a model of text pairs")
 
 
 def _check_thresholds(config: dict[str, Any], num_classes: int, file: Path) -> None:

@@ -22,6 +22,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassRecall
 
 from tscratch.config import EncoderConfig
+from tscratch.data.windows import mean_of_windows
 from tscratch.errors import UserError
 from tscratch.model import TransformerClassifier, forward_flops
 from tscratch.pretrained import Pretrained
@@ -255,6 +256,13 @@ class ClassificationTask(EncoderTask):
         also give token types (B, T)."""
         return self.model(input_ids, attention_mask, token_type_ids=token_type_ids).logits
 
+    def _text_logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """Logits (B, C) of an evaluation batch's texts: of its rows, or of texts read in
+        windows (``window_owner``) the mean of each text's windows' logits, as predict reads
+        them (`tscratch.data.windows`)."""
+        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        return mean_of_windows(logits, batch.get("window_owner"), len(batch["labels"]))
+
     def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         if self.multi_label is not None:
             return self.multi_label.loss(logits, labels)
@@ -316,7 +324,7 @@ class ClassificationTask(EncoderTask):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """Logs val/ metrics and returns the logits (B, C), for callbacks (pictures)."""
-        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        logits = self._text_logits(batch)
         labels = batch["labels"]
         # sync_dist: under DDP the epoch value is averaged over ranks, not rank 0's alone (the
         # torchmetrics objects sync themselves); it costs one all-reduce per epoch.
@@ -341,7 +349,7 @@ class ClassificationTask(EncoderTask):
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """Logs test/ metrics and returns the logits (B, C), for callbacks (the report)."""
-        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        logits = self._text_logits(batch)
         labels = batch["labels"]
         self.log("test/loss", self._loss(logits, labels), batch_size=len(labels), sync_dist=True)
         self.test_metrics.update(*self._metric_inputs(logits, labels, tuned=True))
@@ -349,7 +357,7 @@ class ClassificationTask(EncoderTask):
         return logits
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        logits = self._text_logits(batch)
         if self.multi_label is not None:
             return logits.float().sigmoid()  # (B, C), one independent probability per label
         return logits.float().softmax(-1)
