@@ -1,0 +1,142 @@
+"""Training on windows (`--data.long_text windows`): fit's own validation and test score each
+text by the mean of its windows' logits, as the checkpoint then reads texts in predict and
+`tscratch test`; a run resumed mid-epoch trains on the same batches.
+
+A d_model 16 model on tests/data/test_windows.py's CSV of long texts (max_length 16), in
+process, with the CLI's callbacks and trainer settings (as tests/training/test_resume.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from tests.data.test_windows import long_csv  # noqa: F401 - a fixture
+from tests.training.test_resume import Interrupted, Recorder
+from tscratch.checkpoint_files import read_checkpoint
+from tscratch.cli.evaluate_export import checkpoint_split_settings, evaluate_checkpoint
+from tscratch.cli.fit import trainer_defaults
+from tscratch.data.classification import TextClassificationData
+from tscratch.data.splits import load_labeled_splits
+from tscratch.export import from_checkpoint
+from tscratch.training.checkpointing import LatestCheckpoint
+from tscratch.training.classification import ClassificationTask
+
+STEPS = 6
+
+
+class TextLogits(L.Callback):
+    """The logits fit's validation and test give each text, by split and row number."""
+
+    def __init__(self) -> None:
+        self.logits: dict[str, dict[int, torch.Tensor]] = {"validation": {}, "test": {}}
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, *_) -> None:
+        self._keep("validation", outputs, batch)
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, *_) -> None:
+        self._keep("test", outputs, batch)
+
+    def _keep(self, split: str, outputs: torch.Tensor, batch: dict) -> None:
+        assert outputs.shape == (len(batch["labels"]), 3)  # a row per text, not per window
+        assert len(batch["input_ids"]) > len(batch["labels"])  # ... read in several windows
+        for row, index in enumerate(batch["index"].tolist()):
+            self.logits[split][index] = outputs[row].detach().float()
+
+
+def _fit(
+    root: Path,
+    cache: Path,
+    recorder: L.Callback,
+    every: int | None = None,
+    ckpt: Path | None = None,
+) -> tuple[ClassificationTask, L.Trainer, TextClassificationData]:
+    """One epoch of `STEPS` steps on the long texts, `last.ckpt` every `every` steps."""
+    L.seed_everything(0, verbose=False)
+    data = TextClassificationData(
+        dataset=str(cache.parent / "long.csv"), vocab_size=60, max_length=16,
+        long_text="windows", stride=3, batch_size=8, cache_dir=str(cache),
+    )  # fmt: skip
+    model = ClassificationTask(
+        vocab_size=data.vocab_size, num_classes=data.num_classes, pad_id=data.pad_id,
+        label_names=data.label_names, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+        max_len=16, dropout=0.1, lr=3e-3,
+    )  # fmt: skip
+    settings = trainer_defaults()
+    settings.update(
+        callbacks=[*settings["callbacks"], LatestCheckpoint(every), recorder],
+        accelerator="cpu", precision="32-true", max_epochs=1, limit_train_batches=STEPS,
+        num_sanity_val_steps=0, log_every_n_steps=2, enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=TensorBoardLogger(root, name="lightning_logs", version=0, default_hp_metric=False),
+        default_root_dir=root,
+    )  # fmt: skip
+    trainer = L.Trainer(**settings)
+    trainer.fit(model, datamodule=data, ckpt_path=ckpt)
+    return model, trainer, data
+
+
+@pytest.fixture(scope="module")
+def cache(long_csv) -> Path:  # noqa: F811
+    """The cache of every run here (one tokenizer), beside the CSV."""
+    return Path(long_csv).parent / "cache"
+
+
+@pytest.fixture(scope="module")
+def straight(cache, tmp_path_factory, single_thread_module):
+    """The uninterrupted run, then fit's own test and a validation, their logits kept."""
+    recorder, texts = Recorder(), TextLogits()
+    root = tmp_path_factory.mktemp("windows") / "straight"
+    model, trainer, data = _fit(root, cache, recorder)
+    trainer.callbacks.append(texts)
+    (tested,) = trainer.test(model, datamodule=data, verbose=False)
+    texts.logits["validation"] = {}
+    trainer.validate(model, datamodule=data, verbose=False)
+    return root, recorder, texts, tested
+
+
+@pytest.fixture(scope="module")
+def single_thread_module():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_fit_scores_each_text_as_the_checkpoint_reads_it(straight):
+    root, _, texts, tested = straight
+    last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    checkpoint = read_checkpoint(last)
+    data = checkpoint["datamodule_hyper_parameters"]
+    assert (data["long_text"], data["stride"]) == ("windows", 3)
+    classifier = from_checkpoint(checkpoint)
+    assert (classifier.long_text, classifier.stride) == ("chunk", 3)
+    splits = load_labeled_splits(**checkpoint_split_settings(checkpoint))
+
+    for split in ("validation", "test"):
+        rows = splits[split]
+        assert sorted(texts.logits[split]) == list(range(len(rows)))  # each text once
+        fit_logits = torch.stack([texts.logits[split][i] for i in range(len(rows))])
+        torch.testing.assert_close(fit_logits, classifier.logits(rows["text"]), atol=1e-5, rtol=0)
+    report = evaluate_checkpoint(last, {})  # `tscratch test`, per text as fit's test
+    assert report["test/acc"] == pytest.approx(tested["test/acc"], abs=1e-6)
+    assert report["report"]["num_examples"] == len(splits.test)  # texts, not windows
+
+
+def test_a_run_resumed_mid_epoch_trains_on_the_same_windows(straight, cache, tmp_path):
+    _, recorder, _, _ = straight
+    before = Recorder(stop_at_step=3)
+    with pytest.raises(Interrupted):
+        _fit(tmp_path / "run", cache, before, every=3)
+    last = tmp_path / "run" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert read_checkpoint(last)["global_step"] == 3
+
+    after = Recorder()
+    _fit(tmp_path / "run", cache, after, every=3, ckpt=last)
+
+    assert len(recorder.seen) == STEPS
+    assert before.seen + after.seen == recorder.seen  # the same windows, the same RNG states
