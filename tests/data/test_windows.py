@@ -193,3 +193,22 @@ def test_a_stride_the_tokenizer_leaves_no_room_for_is_one_line(long_csv, tmp_pat
 def test_distillation_refuses_windows(windowed):
     with pytest.raises(UserError, match=r"--model.teacher learns the teacher's logits of whole"):
         windowed.distill_from(object())
+
+
+def test_multi_label_windows_carry_their_texts_label_lists(long_csv, tmp_path):
+    table = Dataset.from_csv(long_csv)
+    mixed = [f"{y}|blue" if i % 2 else y for i, y in enumerate(table["label"])]
+    path = tmp_path / "mixed.csv"
+    table.remove_columns("label").add_column("label", mixed).to_csv(str(path), index=False)
+    module = data(str(path), tmp_path, long_text="windows", label_delimiter="|")
+    module.setup("fit")
+    splits = module.splits
+    cut = text_windows(module.tokenizer, column(splits.train, "text"), MAX_LENGTH, 4)
+
+    assert module.multi_label
+    labels = column(splits.train, "labels")  # multi-hot lists
+    expected = [y for y, pieces in zip(labels, cut, strict=True) for _ in pieces]
+    assert column(module.split("train"), "labels") == expected
+    batch = next(iter(module.val_dataloader()))
+    assert batch["labels"].shape == (len(splits.validation), 3)  # a row of labels per text
+    assert len(batch["window_owner"]) == len(batch["input_ids"]) > len(splits.validation)

@@ -30,19 +30,21 @@ def tokenize_split(
     cache_dir: str,
     pairs: bool = False,
     stride: int | None = None,
+    key: str | None = None,
 ) -> Dataset:
     """``ds`` (``text``, maybe ``text_pair``, ``labels``) tokenized: ``input_ids``, ``labels``,
     ``length`` (and ``token_type_ids`` for ``pairs``); with a ``stride``, texts are read in
     windows (`encode_windows`: the training split's rows are windows, another split's rows hold
-    each text's ``windows``). Cached: the same split is read back, not tokenized again."""
-    texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
-    tokenizer_key = fingerprint(tokenizer.to_str())
-    if pairs:
-        parts = (PAIR_ENCODING, str(max_length), texts, column(ds, "text_pair"), labels)
-    else:
-        reading = () if stride is None else (WINDOWS, f"stride-{stride}")
-        parts = (ENCODING, *reading, str(max_length), texts, labels)
-    key = fingerprint(tokenizer_key, *parts)
+    each text's ``windows``). Cached under ``key`` (default: the module docstring's), so the
+    same split is read back, not tokenized again."""
+    if key is None:
+        texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
+        if pairs:
+            parts = (PAIR_ENCODING, str(max_length), texts, column(ds, "text_pair"), labels)
+        else:
+            reading = () if stride is None else (WINDOWS, f"stride-{stride}")
+            parts = (ENCODING, *reading, str(max_length), texts, labels)
+        key = fingerprint(fingerprint(tokenizer.to_str()), *parts)
     encoder = PairEncoder(tokenizer, max_length) if pairs else None
 
     def encode(batch: dict[str, list]) -> dict[str, list]:

@@ -31,6 +31,7 @@ from tscratch.checkpoint_files import atomic_save
 from tscratch.data.augment import AUGMENT_RECIPE, augment
 from tscratch.data.encoding import ENCODING
 from tscratch.data.sources import LabeledSplits, column
+from tscratch.data.tokenized import tokenize_split
 from tscratch.data.tokenizer import fingerprint
 
 logger = logging.getLogger(__name__)
@@ -80,8 +81,6 @@ class DistilledData(Protocol):
     tokenizer: Tokenizer
     cache_dir: str
     max_length: int
-
-    def _tokenize(self, ds: Dataset, split: str, key: str) -> Dataset: ...
 
 
 @dataclass(frozen=True)
@@ -178,7 +177,10 @@ def distillation_split(data: DistilledData, train: Dataset) -> tuple[Dataset, Te
     tokenizer_key = fingerprint(data.tokenizer.to_str())
     labels = map(str, column(extra, "labels"))
     key = fingerprint(tokenizer_key, ENCODING, str(data.max_length), "transfer", copies, labels)
-    merged = concatenate_datasets([train, data._tokenize(extra, "transfer", key)])
+    copied = tokenize_split(
+        extra, "transfer", data.tokenizer, data.max_length, data.cache_dir, key=key
+    )
+    merged = concatenate_datasets([train, copied])
     merged = merged.add_column("teacher_logits", out.logits.tolist())
     merged = merged.add_column("real", [True] * len(originals) + [False] * len(copies))
     if out.features is not None:
