@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tscratch.recipe import settings as recipe
@@ -110,6 +112,18 @@ def test_words_cut_count_a_word_of_ideographs_as_one_token():
     assert recipe.estimate_counts(cut) == (1 + 7 + 1, 7)  # read as characters
     assert recipe.estimate_counts("GPU 很快", words_cut=True) == (1 + 2 + 1, 0)
     assert DataProfile.of([cut], classes=2, words_cut=True).character_tokens == 1
+
+
+def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
+    texts = ["我们 喜欢 吃 苹果 。 今天 很 好"] * 40  # 7 words of 11 ideographs, and a mark
+    words = DataProfile.of(texts, classes=2, words_cut=True)
+    assert (words.total_tokens, words.character_reading) == (40 * 9, 40 * 13)
+    assert DataProfile.of(texts, classes=2).character_reading is None
+    large = replace(words, total_tokens=500_000, character_reading=1_000_000)
+    chosen = recipe.vocab_size(large)
+    assert chosen.value == 8000  # 125 characters per entry; 500,000 words would give 4,000
+    assert "1,000,000 training tokens (counted a token per ideograph" in chosen.reason
+    assert recipe.vocab_size(replace(large, character_reading=None)).value == 4000
 
 
 @pytest.mark.parametrize(

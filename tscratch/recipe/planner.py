@@ -13,6 +13,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 import torch
 from jsonargparse import Namespace
@@ -371,4 +372,9 @@ def training_profile(
         (tokens_a, chars_a) = estimate_counts(a, words_cut)
         (tokens_b, chars_b) = estimate_counts(b, words_cut)
         counts.append((tokens_a + tokens_b + 1, chars_a + chars_b))
-    return DataProfile.from_counts(counts, classes)
+    profile = DataProfile.from_counts(counts, classes)
+    if not words_cut:
+        return profile
+    pairs_read = zip(texts, second, strict=True)
+    read = sum(estimate_counts(a)[0] + estimate_counts(b)[0] + 1 for a, b in pairs_read)
+    return replace(profile, character_reading=read)

@@ -40,7 +40,7 @@ import math
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tscratch.data.cjk import CJK
@@ -112,11 +112,18 @@ class DataProfile:
     """Every text's estimate, sorted (empty when built by hand: each is then the median)."""
     character_tokens: int = 0
     """Of `total_tokens`, those that are single CJK ideographs."""
+    character_reading: int | None = None
+    """For texts read as jieba's words: the tokens they would take read one ideograph a token
+    (what `vocab_size` counts); None when the tokens are read so already."""
 
     @classmethod
     def of(cls, texts: Sequence[str], classes: int, words_cut: bool = False) -> DataProfile:
         """The profile of ``texts`` (``words_cut``: cut into jieba's words, the tokens)."""
-        return cls.from_counts([estimate_counts(t, words_cut) for t in texts], classes)
+        profile = cls.from_counts([estimate_counts(t, words_cut) for t in texts], classes)
+        if not words_cut:
+            return profile
+        characters = sum(estimate_counts(t)[0] for t in texts)
+        return replace(profile, character_reading=characters)
 
     @classmethod
     def from_counts(cls, counts: Sequence[tuple[int, int]], classes: int) -> DataProfile:
@@ -166,12 +173,19 @@ def max_length(profile: DataProfile, limit: int | None) -> Choice:
 
 
 def vocab_size(profile: DataProfile) -> Choice:
-    """The largest size in `VOCAB_SIZES` with `TOKENS_PER_ENTRY` training tokens per entry."""
-    fits = [v for v in VOCAB_SIZES if profile.total_tokens / v >= TOKENS_PER_ENTRY]
+    """The largest size in `VOCAB_SIZES` with `TOKENS_PER_ENTRY` training tokens per entry.
+
+    Texts read as jieba's words are counted as read one ideograph a token: the rule measures
+    how much text there is to learn entries from, and the same text cut into words has fewer,
+    rarer tokens; a table sized from those would hold few words and send most of them back to
+    their characters."""
+    tokens = profile.character_reading or profile.total_tokens
+    fits = [v for v in VOCAB_SIZES if tokens / v >= TOKENS_PER_ENTRY]
     value = max(fits, default=VOCAB_SIZES[0])
+    read = " (counted a token per ideograph; the entries are words)"
     reason = (
-        f"{profile.total_tokens:,} training tokens: {profile.total_tokens // value:,} per entry "
-        f"(aim {TOKENS_PER_ENTRY}+)"
+        f"{tokens:,} training tokens{read if profile.character_reading else ''}: "
+        f"{tokens // value:,} per entry (aim {TOKENS_PER_ENTRY}+)"
     )
     return Choice("data.vocab_size", value, reason)
 
