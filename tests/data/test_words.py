@@ -184,8 +184,9 @@ def test_a_tokenizer_trained_on_words_reads_words_and_records_it():
 
 
 @needs_jieba
-def test_a_word_the_vocabulary_lacks_falls_back_to_its_characters():
-    words = train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, segmenter="jieba")
+@pytest.mark.parametrize("model", ["wordpiece", "bpe"])
+def test_a_word_the_vocabulary_lacks_falls_back_to_its_characters(model):
+    words = train_tokenizer(REVIEWS, model, 300, 10_000, segmenter="jieba")
     vocab = words.get_vocab()
     singles = [t for t in vocab if len(t.removeprefix("##")) == 1 and not t.isascii()]
     assert all(f"##{t}" in vocab for t in singles if not t.startswith("##"))

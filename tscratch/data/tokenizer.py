@@ -10,6 +10,7 @@ one word each, as in BERT, unless the tokenizer reads jieba's words (``segmenter
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import sys
@@ -100,8 +101,8 @@ def train_tokenizer(
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     cut = [t[:max_chars] for t in texts]
     tokenizer.train_from_iterator(cut_words(cut) if words else cut, trainer=trainer)
-    if words and model == "wordpiece":
-        tokenizer.model = _every_character_both_ways(tokenizer)
+    if words:
+        tokenizer = _every_character_both_ways(tokenizer)
     cls_id = tokenizer.token_to_id("[CLS]")
     sep_id = tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = TemplateProcessing(
@@ -112,18 +113,21 @@ def train_tokenizer(
     return tokenizer
 
 
-def _every_character_both_ways(tokenizer: Tokenizer) -> models.WordPiece:
-    """The trained WordPiece model, with each single character it has as a word start also as a
-    continuation (``##c``) and the other way round (new entries after the trained ones).
+def _every_character_both_ways(tokenizer: Tokenizer) -> Tokenizer:
+    """The trained tokenizer, with each single character its model has as a word start also as
+    a continuation (``##c``) and the other way round (new entries after the trained ones).
 
-    WordPiece makes a word it cannot cut into known pieces one ``[UNK]``: a word of two known
-    characters, the second seen only at word starts in training, would be lost whole. With
-    both forms of every character, a word the vocabulary lacks falls back to its characters."""
-    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    A character seen only at word starts in training has no ``##`` form: WordPiece then makes a
+    word holding it one ``[UNK]`` (the word is lost whole), BPE makes that character one. With
+    both forms of every character, a word the vocabulary lacks falls back to its characters.
+    Edited in the model's JSON, so that WordPiece's and BPE's settings (and BPE's merges) stay
+    as trained."""
+    state = json.loads(tokenizer.to_str())
+    vocab: dict[str, int] = state["model"]["vocab"]
     singles = {t.removeprefix("##") for t in vocab if len(t.removeprefix("##")) == 1}
     added = [t for c in sorted(singles) for t in (c, f"##{c}") if t not in vocab]
     vocab.update({token: len(vocab) + i for i, token in enumerate(added)})
-    return models.WordPiece(vocab, unk_token="[UNK]")
+    return Tokenizer.from_str(json.dumps(state))
 
 
 def load_tokenizer(path: str) -> Tokenizer:
@@ -168,7 +172,8 @@ def cached_tokenizer(
 ) -> Tokenizer:
     """Loads the tokenizer trained on these ``texts`` with these settings, or trains it."""
     extra = [f"special:{token}" for token in extra_special_tokens]  # none: the old cache keys
-    extra += [f"segmenter:{segmenter}"] if segmenter else []
+    if segmenter:  # BPE on words keeps its characters both ways since -v2: a new key
+        extra.append(f"segmenter:{segmenter}" + ("-v2" if model == "bpe" else ""))
     key = fingerprint(TOKENIZER_RECIPE, model, str(vocab_size), str(max_chars), *extra, texts)
     path = Path(cache_dir) / "tokenizers" / key / "tokenizer.json"
     if path.exists():
