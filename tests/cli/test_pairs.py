@@ -354,6 +354,8 @@ TRAINED = "trained with --data.text_pair_column answer"
         (["--pair", "a", "b", "--long_text", "chunk"], r"--long_text chunk reads single texts; "
          rf"this model reads text pairs \({TRAINED}\), each cut longest-first to its max_length "
          r"\(20\)$"),
+        (["--pair", "a", "b", "--stride", "3"], r"--stride \(3\) applies to single texts read "
+         rf"in windows; this model reads text pairs \({TRAINED}\), each cut longest-first"),
         (["--input", "{in.txt}"], r"--input .*in\.txt: a text-pair model reads a table \(\.csv, "
          r"\.tsv, \.jsonl, \.json, \.parquet\) with a column of texts and one of their pairs, "
          r"not one text per line; or pass --pair TEXT TEXT_PAIR$"),

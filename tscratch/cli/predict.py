@@ -198,10 +198,15 @@ def _inputs(
             f"this model reads text pairs ({trained}); pass --pair TEXT TEXT_PAIR or --input "
             "FILE with a column of texts and one of their pairs, not single texts"
         )
-    if args.long_text == "chunk":
+    if args.long_text == "chunk" or args.stride is not None:  # windows: single texts only
+        what = (
+            "--long_text chunk reads single texts"
+            if args.long_text == "chunk"
+            else f"--stride ({args.stride}) applies to single texts read in windows"
+        )
         raise UserError(
-            f"--long_text chunk reads single texts; this model reads text pairs ({trained}), "
-            f"each cut longest-first to its max_length ({classifier.max_length})"
+            f"{what}; this model reads text pairs ({trained}), each cut longest-first to its "
+            f"max_length ({classifier.max_length})"
         )
     columns = (classifier.text_column, classifier.text_pair_column)
     return read_pair_inputs(
