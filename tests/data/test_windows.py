@@ -17,7 +17,7 @@ from tokenizers.processors import TemplateProcessing
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.sources import column
 from tscratch.data.tokenizer import train_tokenizer
-from tscratch.data.windows import mean_of_windows, text_windows, windows
+from tscratch.data.windows import mean_of_windows, text_windows, window_count, windows
 from tscratch.errors import UserError
 
 LABELS = ("red", "green", "blue")
@@ -65,6 +65,16 @@ def test_windows_keep_the_head_and_the_closing_token():
     # One token over: two full windows, not a full one and a one-token sliver.
     sliver = windows([2, *range(10, 17), 3], [1, *[0] * 7, 1], max_length=8, stride=2)
     assert sliver == [[2, *range(10, 16), 3], [2, *range(11, 17), 3]]
+
+
+@pytest.mark.parametrize("closing", [False, True])
+def test_window_count_counts_what_windows_cuts(closing):
+    for length in range(2, 60):
+        for max_length, stride in ((8, 0), (8, 3), (12, 5)):
+            ids = [2, *range(10, 10 + length - 1 - closing), *([3] if closing else [])]
+            special = [1, *[0] * (len(ids) - 1 - closing), *([1] if closing else [])]
+            want = len(windows(ids, special, max_length, stride))
+            assert window_count(len(ids), max_length, stride, 1 + closing) == want
 
 
 def test_a_text_scores_the_mean_of_its_windows_logits():

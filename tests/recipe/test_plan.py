@@ -27,7 +27,7 @@ from tscratch.recipe.estimate import clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.planner import early_stopping_given, validations
 from tscratch.recipe.settings import Choice, DataProfile
-from tscratch.recipe.stages import schedule
+from tscratch.recipe.stages import schedule, window_rows
 
 
 def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
@@ -123,6 +123,15 @@ def test_an_early_stopping_callback_of_the_command_is_found():
     other = Namespace(class_path="lightning.pytorch.callbacks.LearningRateMonitor")
     assert not early_stopping_given(Namespace(callbacks=[other]))
     assert not early_stopping_given(Namespace(callbacks=None))
+
+
+def test_texts_read_as_windows_are_planned_as_their_windows():
+    profile = DataProfile(rows=3, classes=2, median_tokens=600, p95_tokens=1200,
+                          total_tokens=1810, lengths=(10, 600, 1200))  # fmt: skip
+    # 512-token windows sharing 128: 1, 2 and 3 windows; a short text's own tokens, else full.
+    assert window_rows(profile, 512, 128) == (6, 10 + 5 * 512)
+    assert window_rows(profile, 512, None) == window_rows(profile, 512, 128)  # a quarter
+    assert window_rows(profile, 2048, 0) == (3, 1810)
 
 
 def test_clock_reads_as_a_person_would_say_it():

@@ -11,6 +11,7 @@ torch: an exported classifier reads texts this way without the training stack.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal, get_args
 
@@ -86,6 +87,15 @@ def windows(
     # the one before): a sliver of a few new tokens would otherwise weigh as much as a window.
     out.append([*head, *body[len(body) - width :], *tail])
     return out
+
+
+def window_count(length: int, max_length: int, stride: int, specials: int = 1) -> int:
+    """How many `windows` a text of ``length`` ids (``specials`` of them special tokens: 1 for
+    `[CLS]`) is read in: what `windows` returns, counted without the ids."""
+    if length <= max_length:
+        return 1
+    body, width = length - specials, max_length - specials
+    return math.ceil((body - width) / (width - stride)) + 1
 
 
 def text_windows(

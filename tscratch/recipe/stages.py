@@ -17,6 +17,7 @@ from jsonargparse import Namespace
 
 from tscratch.config import EncoderConfig
 from tscratch.data.sources import LabeledSplits
+from tscratch.data.windows import default_stride, window_count
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands
@@ -109,12 +110,14 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     view, profile = sizing.view, sizing.profile
     data = view.data
     copies = data.get("augment_copies") or 0
-    rows = profile.rows * (1 + copies)
+    rows, tokens = profile.rows * (1 + copies), profile.tokens_per_epoch(data.max_length)
+    if data.get("long_text") == "windows":  # a row per window (no copies: no teacher)
+        rows, tokens = window_rows(profile, data.max_length, data.get("stride"))
     batch = data.batch_size
     whole = math.ceil(rows / batch)
     per_pass = sizing.limit("train", whole)  # --trainer.limit_train_batches, if any
     epochs, steps = schedule(per_pass, view.trainer)
-    length = max(2, math.ceil(profile.tokens_per_epoch(data.max_length) / profile.rows))
+    length = max(2, math.ceil(tokens / rows))
     vocab = data.vocab_size if isinstance(data.vocab_size, int) else 8000  # given a tokenizer
     config = encoder(view.model, vocab)
     length = min(length, position_length_limit(config) or length)  # past it: fit says so
@@ -128,12 +131,25 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     test = sizing.limit("test", math.ceil(len(sizing.splits.test) / eval_batch))
     seconds = SETUP_SECONDS + steps * train + (epochs * val + test) * infer
     shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
+    if rows != profile.rows * (1 + copies):
+        shown = f"{rows:,} windows of {profile.rows:,} texts"
     if per_pass < whole:  # a pass reads only the batches the limit lets through
         shown = f"{per_pass * batch:,} of {shown}"
     budget = f"{epochs} {'pass' if epochs == 1 else 'passes'} over {shown}"
     if isinstance(view.get("patience"), int):  # early stopping may end it sooner
         budget = f"at most {budget}"
     return Stage(name, what, budget, steps, seconds)
+
+
+def window_rows(profile: DataProfile, max_length: int, stride: int | None) -> tuple[int, int]:
+    """(rows, tokens) of one pass over the training texts read as windows
+    (``--data.long_text windows``): each text's `window_count` rows of at most ``max_length``
+    tokens."""
+    stride = default_stride(max_length) if stride is None else stride
+    lengths = profile.lengths or (profile.median_tokens,) * profile.rows
+    counts = [window_count(n, max_length, stride) for n in lengths]
+    tokens = sum(n if c == 1 else c * max_length for n, c in zip(lengths, counts, strict=True))
+    return sum(counts), tokens
 
 
 def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
