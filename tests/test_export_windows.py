@@ -116,6 +116,7 @@ def test_serve_info_and_the_card_say_so(folder, checkpoint):  # noqa: F811
     card = (folder / "README.md").read_text()
     assert "read whole, in windows of 24 tokens overlapping by 5" in card
     assert "windows overlapping by `stride`" in card  # the ONNX recipe
+    assert "the last one moved back to end with the text" in card  # as `windows` cuts
 
 
 @pytest.mark.parametrize(

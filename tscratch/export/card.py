@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenizers import Tokenizer
 from torch import nn
+
+from tscratch.data.tokenizer import reads_words
 
 _DATA_KEYS = (
     "dataset",
@@ -47,6 +50,7 @@ def model_card(
     enc = config["encoder"]
     labels = config["label_names"]
     pairs = config.get("text_pair_column") is not None
+    words = reads_words(Tokenizer.from_str(checkpoint["tokenizer_json"]))
     params = sum(p.numel() for p in model.parameters())
     order = "Pre-LN" if enc["norm_first"] else "Post-LN"
     lines = [
@@ -71,7 +75,8 @@ def model_card(
             f"cut longest-first to {config['max_length']} tokens."
             if pairs
             else _long_text(config)
-        ),
+        )
+        + (f" {WORDS}" if words else ""),
         f"- Labels (index = class id): {', '.join(f'`{name}`' for name in labels)}.",
         *_temperature(config, checkpoint.get("calibration")),
         "",
@@ -95,7 +100,7 @@ def model_card(
         else 'print(classifier.predict(["a text to label"]))  # label and probabilities per text',
         "```",
         "",
-        *_onnx(files, pairs, config.get("long_text") == "chunk"),
+        *_onnx(files, pairs, config.get("long_text") == "chunk", words),
         "## Files",
         "",
         *(f"- `{name}`" for name in files),
@@ -228,7 +233,15 @@ def _long_text(config: dict[str, Any]) -> str:
     )
 
 
-def _onnx(files: list[str], pairs: bool, windows: bool = False) -> list[str]:
+WORDS = (
+    "Chinese is read as jieba's words (`[JIEBA]` in `tokenizer.json` records it): before "
+    "`tokenizer.json` reads a text, a space goes at each boundary of jieba's default cut that "
+    "touches a CJK ideograph (`tscratch.data.words.cut_words`); tscratch's own readers do so."
+)
+"""The card's line for a tokenizer trained on jieba's words (`tscratch.data.words`)."""
+
+
+def _onnx(files: list[str], pairs: bool, windows: bool = False, words: bool = False) -> list[str]:
     graphs = [name for name in ("model.onnx", "model.int8.onnx") if name in files]
     if not graphs:
         return []
@@ -244,11 +257,13 @@ def _onnx(files: list[str], pairs: bool, windows: bool = False) -> list[str]:
         f"{' and '.join(f'`{g}`' for g in graphs)}: inputs `input_ids` (batch, sequence) int64 "
         f"and `attention_mask` (batch, sequence) int64 (1 = real token){types}, output `logits` "
         "(batch, labels) float32, before temperature scaling: divide them by `temperature` from "
-        "`config.json` (1 where absent) before the softmax. Tokenize with `tokenizer.json`, cut "
-        "to `max_length` tokens and pad with `encoder.pad_id` from `config.json`"
+        "`config.json` (1 where absent) before the softmax. Tokenize with `tokenizer.json`"
+        + (" (the text cut into jieba's words first, as above)" if words else "")
+        + ", cut to `max_length` tokens and pad with `encoder.pad_id` from `config.json`"
         + (
             " (a longer text: cut its tokens after `[CLS]` into windows overlapping by `stride`"
-            " tokens, each led by `[CLS]`, and average the windows' logits)"
+            " tokens, each led by `[CLS]`, the last one moved back to end with the text, so"
+            " that it is full; average the windows' logits)"
             if windows
             else ""
         )
