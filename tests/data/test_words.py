@@ -196,6 +196,16 @@ def test_a_word_the_vocabulary_lacks_falls_back_to_its_characters(model):
     assert "[UNK]" not in tokens and "".join(t.removeprefix("##") for t in tokens[1:]) == "房书"
 
 
+def test_an_ideograph_the_vocabulary_lacks_is_the_only_unknown_of_its_word():
+    words = train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, segmenter="jieba")
+    unseen = "鑫"  # in no review
+    assert unseen not in "".join(REVIEWS) and words.token_to_id(unseen) is None
+    text = f"房{unseen}书"  # read whole, WordPiece would make the word one [UNK]
+    tokens = words.encode(words_for(words, [text])[0]).tokens
+    assert tokens.count("[UNK]") == 1
+    assert "".join(t.removeprefix("##") for t in tokens[1:] if t != "[UNK]") == "房书"
+
+
 def test_segmenter_other_than_jieba_is_refused_in_one_line():
     with pytest.raises(UserError, match=r"^segmenter 'spacy' must be 'jieba' or null"):
         train_tokenizer(REVIEWS, "wordpiece", 300, 10_000, segmenter="spacy")

@@ -224,6 +224,23 @@ def test_a_refusal_the_main_run_would_make_comes_before_the_stage(data, capsys):
     assert not (root / "lightning_logs" / "stages").exists()
 
 
+def test_windows_are_not_distilled_and_an_asked_teacher_is_refused_first(data, capsys):
+    if not commands.teacher_installed("minilm"):
+        pytest.skip("auto distils short English texts only when MiniLM is installed")
+    root = data["base"] / "windows"
+    args = _args(data["data"], root, "--data.long_text", "windows", "--plan")
+    code, log = fit_in_process([*args, "--recipe", "auto"], data["cache"])
+    assert code == 0, log
+    assert re.search(r"plan: recipe pretrain \(.*: texts read in windows, and a teacher gives", log)
+    code, _ = fit_in_process([*args, "--recipe", "distil"], data["cache"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and errors == [
+        "error: --recipe distil cannot be used with --data.long_text windows (a teacher gives "
+        "one set of logits per text, not per window); drop one of them"
+    ]
+    assert not root.exists()
+
+
 def _long_texts(folder: Path, source: Path) -> Path:
     """``source``'s CSVs with each text said 12 times: a median of ~130 tokens, long texts."""
     folder.mkdir()

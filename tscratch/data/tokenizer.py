@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Literal
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers.processors import TemplateProcessing
 
+from tscratch.data.cjk import IDEOGRAPH
 from tscratch.data.words import WORDS_MARK, cut_words
 from tscratch.errors import UserError
 
@@ -41,8 +43,19 @@ def reads_words(tokenizer: Tokenizer) -> bool:
 
 def words_for(tokenizer: Tokenizer, texts: Sequence[str]) -> list[str]:
     """``texts`` as ``tokenizer`` reads them: cut into jieba's words when it was trained on them
-    (`reads_words`), else as they are. Every encoding of raw text goes through here."""
-    return cut_words(texts) if reads_words(tokenizer) else list(texts)
+    (`reads_words`), else as they are. Every encoding of raw text goes through here.
+
+    A word with an ideograph the vocabulary lacks would be one ``[UNK]`` whole (WordPiece
+    gives up on a word it cannot cut into known pieces), losing its known characters too: such
+    an ideograph is set apart, so only it is ``[UNK]``, as with one token per ideograph."""
+    if not reads_words(tokenizer):
+        return list(texts)
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+
+    def apart(match: re.Match) -> str:
+        return match[0] if match[0] in vocab else f" {match[0]} "
+
+    return [IDEOGRAPH.sub(apart, text) for text in cut_words(texts)]
 
 
 def char_limit(max_length: int) -> int:

@@ -79,6 +79,10 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
     if decision.recipe == "pretrain" and "model.position" not in given:
         chosen.append(Choice("model.position", commands.STAGE_POSITION, POSITION_REASON))
     own_vocabulary = decision.recipe == "distil" and reads_teacher_vocabulary(config, teacher_init)
+    if own_vocabulary and words_cut:  # the student reads the teacher's tokenizer, not words
+        chosen = [c for c in chosen if c.option != "data.segmenter"]
+        chosen.append(Choice("data.segmenter", None, "the student reads the teacher's tokenizer"))
+        profile = training_profile(splits, data.get("text_pair_column") is not None)
     view = config.clone()  # each step reads the choices before it, written in here
     write_settings(chosen, view)  # the position scheme decides the length limit
     teacher_size = TEACHERS.get(teacher_init, {}).get("vocab_size") if own_vocabulary else None
@@ -129,7 +133,15 @@ def decide(config: Namespace, profile: DataProfile, lang: str) -> tuple[Decision
     if asked == "plain":
         return Decision("plain", "no stage before the labels: --recipe plain"), teacher_init
     ready = commands.teacher_installed(teacher_init)
-    return choose(asked, lang, profile, ready, start, task_note), teacher_init
+    decision = choose(asked, lang, profile, ready, start, task_note)
+    if decision.recipe == "distil" and config.data.get("long_text") == "windows":
+        seen = decision.reason.split(":")[0]  # "N training texts, English, median M tokens"
+        why = (
+            "texts read in windows, and a teacher gives one set of logits per text, not per "
+            "window: pretraining on the training texts instead of distilling"
+        )
+        decision = Decision("pretrain", f"{seen}: {why}")
+    return decision, teacher_init
 
 
 def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:
@@ -152,6 +164,12 @@ def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:
         task_note = "multi-label data: the stages serve single-label texts"
     check_patience(config)
     asked = config.get("recipe") or "plain"
+    if data.get("long_text") == "windows" and (asked == "distil" or model.get("teacher")):
+        what = "--recipe distil" if asked == "distil" else f"--model.teacher {model.teacher}"
+        raise UserError(
+            f"{what} cannot be used with --data.long_text windows (a teacher gives one set of "
+            "logits per text, not per window); drop one of them"
+        )
     if asked not in ("auto", "plain") and (start or task_note):
         raise UserError(
             f"--recipe {asked} cannot be used with {start or task_note}; drop one of them"
