@@ -51,12 +51,12 @@ from tscratch.export.classifier import ExportedClassifier
 logits = ExportedClassifier.logits
 
 
-def faulty_logits(self, texts, pairs=None, batch_size=32):
+def faulty_logits(self, texts, *args, **kwargs):
     if any("BUG" in text for text in texts):
         raise RuntimeError("a bug in the model\\non two lines")
     if any("REFUSED" in text for text in texts):
         raise UserError("the model refuses this text")
-    return logits(self, texts, pairs, batch_size)
+    return logits(self, texts, *args, **kwargs)
 
 
 ExportedClassifier.logits = faulty_logits

@@ -261,7 +261,9 @@ class ClassificationTask(EncoderTask):
         windows (``window_owner``) the mean of each text's windows' logits, as predict reads
         them (`tscratch.data.windows`)."""
         logits = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
-        return mean_of_windows(logits, batch.get("window_owner"), len(batch["labels"]))
+        owner = batch.get("window_owner")
+        texts = len(logits) if owner is None else int(owner.max()) + 1  # labels: not in predict
+        return mean_of_windows(logits, owner, texts)
 
     def _loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         if self.multi_label is not None:
