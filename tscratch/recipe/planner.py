@@ -133,15 +133,8 @@ def decide(config: Namespace, profile: DataProfile, lang: str) -> tuple[Decision
     if asked == "plain":
         return Decision("plain", "no stage before the labels: --recipe plain"), teacher_init
     ready = commands.teacher_installed(teacher_init)
-    decision = choose(asked, lang, profile, ready, start, task_note)
-    if decision.recipe == "distil" and config.data.get("long_text") == "windows":
-        seen = decision.reason.split(":")[0]  # "N training texts, English, median M tokens"
-        why = (
-            "texts read in windows, and a teacher gives one set of logits per text, not per "
-            "window: pretraining on the training texts instead of distilling"
-        )
-        decision = Decision("pretrain", f"{seen}: {why}")
-    return decision, teacher_init
+    windows = config.data.get("long_text") == "windows"
+    return choose(asked, lang, profile, ready, start, task_note, windows), teacher_init
 
 
 def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:

@@ -48,6 +48,7 @@ def choose(
     teacher_ready: bool,
     start_given: str | None = None,
     task_note: str | None = None,
+    windows: bool = False,
 ) -> Decision:
     """The recipe for ``asked`` (one of `RECIPES`): itself unless it is "auto", else by the rule
     in the module's docstring.
@@ -58,6 +59,8 @@ def choose(
         teacher_ready: whether the distil recipe's teacher start is installed.
         start_given: the option that already names a start ("--model.init_from X"), if any.
         task_note: why the stages do not serve this task (text pairs, multi-label), if so.
+        windows: texts are read in windows (``--data.long_text windows``), which a teacher's
+            one set of logits per text cannot label.
     """
     if asked != "auto":
         return Decision(asked, "asked for with --recipe")
@@ -68,6 +71,12 @@ def choose(
     names = {"en": "English", "zh": "Chinese", "other": "not English or Chinese"}
     seen = f"{profile.rows:,} training texts, {names[lang]}, median {profile.median_tokens} tokens"
     if lang == "en" and profile.median_tokens < LONG:
+        if windows:
+            return Decision(
+                "pretrain",
+                f"{seen}: texts read in windows, and a teacher gives one set of logits per "
+                f"text, not per window: pretraining on the training texts instead of distilling",
+            )
         if teacher_ready:
             return Decision(
                 "distil",
