@@ -50,10 +50,9 @@ def words_for(tokenizer: Tokenizer, texts: Sequence[str]) -> list[str]:
     an ideograph is set apart, so only it is ``[UNK]``, as with one token per ideograph."""
     if not reads_words(tokenizer):
         return list(texts)
-    vocab = tokenizer.get_vocab(with_added_tokens=False)
 
     def apart(match: re.Match) -> str:
-        return match[0] if match[0] in vocab else f" {match[0]} "
+        return match[0] if tokenizer.token_to_id(match[0]) is not None else f" {match[0]} "
 
     return [IDEOGRAPH.sub(apart, text) for text in cut_words(texts)]
 
