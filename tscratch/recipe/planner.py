@@ -313,7 +313,8 @@ def stopping_settings(sizing: Sizing, metric: str) -> list[Choice]:
     rows = sizing.profile.rows * (1 + (data.get("augment_copies") or 0))
     batches = sizing.limit("train", math.ceil(rows / data.batch_size))
     passes, _ = schedule(batches, view.trainer)
-    return [settings.patience(validations(passes, batches, view.trainer), metric)]
+    planned = validations(passes, batches, view.trainer)
+    return [settings.patience(planned, metric, len(sizing.splits.validation))]
 
 
 def validations(passes: int, batches: int, trainer: Namespace) -> int:

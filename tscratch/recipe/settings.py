@@ -28,7 +28,10 @@ with its reason, and the run's `config.yaml` records the values, not `auto`:
 - `patience` (top-level; default.yaml: `auto`): training stops when the best checkpoint's metric
   has not improved for `PATIENCE_SHARE` of the planned validations, at least `MIN_PATIENCE`;
   the best checkpoint is kept. The budget above is an upper bound sized for the data; where a
-  small set peaks early, the rest of it is spent learning the training rows by heart.
+  small set peaks early, the rest of it is spent learning the training rows by heart. With fewer
+  than `MIN_VALIDATION_TEXTS` validation texts there is no stopper: each text moves accuracy by
+  more than 0.1 points, so a few validations without a better score are as likely noise as a
+  plateau, and the whole budget runs (the best checkpoint is still the one kept).
 
 Lengths are estimated without a tokenizer (`estimate_tokens`), so the profile costs one pass
 over the text and nothing depends on a tokenizer trained for one `max_length`.
@@ -59,6 +62,9 @@ EPOCH_RANGE = (2, 40)
 PATIENCE_SHARE = 0.25
 MIN_PATIENCE = 3
 """Early stopping's patience: a quarter of the planned validations, at least 3 (`patience`)."""
+MIN_VALIDATION_TEXTS = 1000
+"""Fewest validation texts early stopping is planned for: below it one text is worth more than a
+tenth of a point of accuracy, and a run's best score moves in steps too coarse to judge."""
 MAX_TOKEN_DROPOUT = 0.15
 SHORT, LONG = 16, 128
 """Median lengths (tokens) below which no token dropout is used, and from which the full rate."""
@@ -226,9 +232,18 @@ def max_epochs(profile: DataProfile, max_length: int | None) -> Choice:
     return Choice("trainer.max_epochs", value, reason)
 
 
-def patience(validations: int, metric: str) -> Choice:
+def patience(validations: int, metric: str, texts: int) -> Choice:
     """Stop after `PATIENCE_SHARE` of ``validations`` (at least `MIN_PATIENCE`) without a better
-    ``metric``; None when that leaves no room to stop before the budget ends."""
+    ``metric``, scored on ``texts`` validation texts; None when that leaves no room to stop
+    before the budget ends, or when the texts are fewer than `MIN_VALIDATION_TEXTS`."""
+    if texts < MIN_VALIDATION_TEXTS:
+        reason = (
+            f"{texts:,} validation texts (fewer than {MIN_VALIDATION_TEXTS:,}): one text moves "
+            f"accuracy by {100 / max(1, texts):.2f} points, so validations without a better "
+            f"{metric} are as likely noise as a plateau; the whole budget runs, the best "
+            f"checkpoint kept"
+        )
+        return Choice("patience", None, reason)
     value = max(MIN_PATIENCE, math.ceil(PATIENCE_SHARE * validations))
     if value >= validations:
         reason = f"{validations} validations planned: too few to stop before the budget ends"
