@@ -27,7 +27,7 @@ from tscratch.recipe.estimate import clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.planner import early_stopping_given, validations
 from tscratch.recipe.settings import Choice, DataProfile
-from tscratch.recipe.stages import schedule, window_rows
+from tscratch.recipe.stages import padded_width, schedule, window_rows
 
 
 def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
@@ -132,6 +132,22 @@ def test_texts_read_as_windows_are_planned_as_their_windows():
     assert window_rows(profile, 512, 128) == (6, 10 + 5 * 512)
     assert window_rows(profile, 512, None) == window_rows(profile, 512, 128)  # a quarter
     assert window_rows(profile, 2048, 0) == (3, 1810)
+
+
+def test_steps_are_timed_at_the_width_batches_pad_rows_to():
+    profile = DataProfile(rows=4, classes=2, median_tokens=13, p95_tokens=40,
+                          total_tokens=70, lengths=(5, 13, 12, 40))  # fmt: skip
+    # multiples of 8: 8, 16, 16, 40 (cut at 32: 32); fixed widths pad to the next of them
+    assert padded_width(profile, 64, ()) == round((8 + 16 + 16 + 40) / 4)
+    assert padded_width(profile, 32, ()) == round((8 + 16 + 16 + 32) / 4)
+    assert padded_width(profile, 64, (16, 32, 64)) == round((16 + 16 + 16 + 64) / 4)
+    # 20 copies, a quarter cut to n-grams of at most 6 tokens (8 wide): 15 full-length copies
+    # and 5 short per text, so the mean is what 16 full rows and 5 of width 8 average to
+    assert padded_width(profile, 64, (), copies=20, ngram=0.25) == round(
+        (16 * (8 + 16 + 16 + 40) + 5 * 4 * 8) / (4 * 21)
+    )
+    # the planned student is timed at that width, not its texts' tokens spread over the copies
+    assert padded_width(profile, 64, (), copies=20, ngram=0.25) > 70 / (4 * 21)
 
 
 def test_clock_reads_as_a_person_would_say_it():

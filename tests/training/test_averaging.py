@@ -7,11 +7,12 @@ from __future__ import annotations
 import lightning as L
 import pytest
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from tests.helpers import torch_threads
 from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
-from tscratch.training.averaging import WeightAverage, ema_horizon
+from tscratch.training.averaging import WeightAverage, ema_horizon, update_trained
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.optim import OptimizerConfig
 
@@ -109,3 +110,39 @@ def test_checkpoints_hold_the_average_and_testing_reads_it(averaged_run):
     # Lightning's own callback would load current_model_state when testing the checkpoint
     tested = dict(model.named_parameters())
     assert all(torch.equal(tested[k].detach(), state[k]) for k in after_fit)
+
+
+def test_updating_only_the_trained_parameters_is_torchs_average_bit_for_bit():
+    # A frozen table and two trained layers, averaged by torch's AveragedModel and by
+    # update_trained over the same 6 steps: every parameter and buffer equal exactly, while
+    # update_trained hands the average function the trained parameters only.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(50, 8), torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)
+    )
+    model[0].weight.requires_grad_(False)
+    model.register_buffer("table", torch.randn(4))
+    ema = get_ema_multi_avg_fn(0.9)
+    handed: list[int] = []
+
+    def counting(kept, current, n):
+        handed.append(len(kept))
+        ema(kept, current, n)
+
+    theirs = AveragedModel(model, multi_avg_fn=ema, use_buffers=False)
+    ours = AveragedModel(model, multi_avg_fn=counting, use_buffers=False)
+    for _ in range(6):
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.requires_grad:
+                    p.add_(torch.randn_like(p))
+        theirs.update_parameters(model)
+        update_trained(ours, model)
+    assert handed == [4] * 5  # the first update copies; Linear's and LayerNorm's weights, biases
+    for a, b in zip(
+        [*theirs.parameters(), *theirs.buffers()],
+        [*ours.parameters(), *ours.buffers()],
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+    assert not torch.equal(ours.module[1].weight, model[1].weight)  # an average, not a copy

@@ -2,7 +2,8 @@
 
 Steps follow from the budget and the batch (a smoke run's `limit_*_batches` included); a step's
 seconds are measured on this machine's CPU at the part's own architecture, batch and mean row
-length (`tscratch.recipe.estimate`); validation and test batches are forward passes.
+width as batches pad it (`padded_width`; `tscratch.recipe.estimate`); validation and test
+batches are forward passes.
 `SETUP_SECONDS` per command covers what is not a step.
 """
 
@@ -16,6 +17,8 @@ from typing import Any
 from jsonargparse import Namespace
 
 from tscratch.config import EncoderConfig
+from tscratch.data.augment import MAX_NGRAM
+from tscratch.data.encoding import pad_width, widths_for
 from tscratch.data.sources import LabeledSplits
 from tscratch.data.windows import default_stride, window_count
 from tscratch.errors import UserError
@@ -110,14 +113,16 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     view, profile = sizing.view, sizing.profile
     data = view.data
     copies = data.get("augment_copies") or 0
-    rows, tokens = profile.rows * (1 + copies), profile.tokens_per_epoch(data.max_length)
+    rows = profile.rows * (1 + copies)
+    widths = widths_for(data.get("pad_widths") or "multiple_of_8", data.max_length)
+    length = padded_width(profile, data.max_length, widths, copies, data.get("augment_ngram"))
     if data.get("long_text") == "windows":  # a row per window (no copies: no teacher)
         rows, tokens = window_rows(profile, data.max_length, data.get("stride"))
+        length = pad_width(max(2, math.ceil(tokens / rows)), widths)
     batch = data.batch_size
     whole = math.ceil(rows / batch)
     per_pass = sizing.limit("train", whole)  # --trainer.limit_train_batches, if any
     epochs, steps = schedule(per_pass, view.trainer)
-    length = max(2, math.ceil(tokens / rows))
     vocab = data.vocab_size if isinstance(data.vocab_size, int) else 8000  # given a tokenizer
     config = encoder(view.model, vocab)
     length = min(length, position_length_limit(config) or length)  # past it: fit says so
@@ -139,6 +144,30 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     if isinstance(view.get("patience"), int):  # early stopping may end it sooner
         budget = f"at most {budget}"
     return Stage(name, what, budget, steps, seconds)
+
+
+def padded_width(
+    profile: DataProfile,
+    max_length: int,
+    widths: tuple[int, ...],
+    copies: int = 0,
+    ngram: float | None = None,
+) -> int:
+    """Mean width of a training pass's rows as its batches are padded: each text cut at
+    ``max_length`` and padded to its batch's width (`pad_width`: batches are bucketed by
+    length, so a row's batch is about as wide as the row). A distillation pass also holds
+    ``copies`` augmented copies of each text: a share ``ngram`` of them cut down to at most
+    `MAX_NGRAM` words (rows of at most ``MAX_NGRAM + 1`` tokens counted), the rest as long as
+    their text."""
+    lengths = profile.lengths or (profile.median_tokens,) * profile.rows
+    cut = [min(max(2, n), max_length) for n in lengths]
+    full = sum(pad_width(n, widths) for n in cut)
+    if not copies:
+        return max(2, round(full / len(cut)))
+    short = round(copies * (ngram or 0.0))
+    grams = sum(pad_width(min(n, MAX_NGRAM + 1), widths) for n in cut)
+    total = full * (1 + copies - short) + grams * short
+    return max(2, round(total / (len(cut) * (1 + copies))))
 
 
 def window_rows(profile: DataProfile, max_length: int, stride: int | None) -> tuple[int, int]:

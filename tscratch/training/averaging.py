@@ -14,6 +14,12 @@ as `current_model_state` with the average's counter, so `--ckpt_path last` resum
 Lightning's callback also reloads those trained weights when a checkpoint is read for testing
 after fit (`trainer.test(ckpt_path="best")` in the same process), which would score the weights
 that were not chosen; `WeightAverage` reads them only when resuming a fit.
+
+Frozen parameters (a fixed token table: `--model.freeze_embeddings`) are copied into the average
+once and left out of every later update: the average of a constant is that constant, bit for bit
+(`torch.lerp(a, a, w) == a`), and torch's `AveragedModel` would otherwise stream the whole table
+through memory at every step (a distilled student's fixed 30,522-entry table is 9/10 of its
+parameters).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import logging
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import EMAWeightAveraging
 from lightning.pytorch.trainer.states import TrainerFn
-from torch.optim.swa_utils import get_ema_multi_avg_fn
+from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 log = logging.getLogger("tscratch")
 
@@ -68,3 +76,37 @@ class WeightAverage(EMAWeightAveraging):
     ) -> None:
         if trainer.state.fn == TrainerFn.FITTING:
             super().on_load_checkpoint(trainer, pl_module, checkpoint)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
+    ) -> None:
+        """Lightning's update after each optimizer step, through `update_trained`."""
+        step_idx = trainer.global_step - 1  # zero-based, as Lightning's own hook counts
+        if trainer.global_step > self._latest_update_step and self.should_update(step_idx=step_idx):
+            assert self._average_model is not None
+            update_trained(self._average_model, pl_module)
+            self._latest_update_step = trainer.global_step
+
+
+@torch.no_grad()
+def update_trained(average: AveragedModel, model: nn.Module) -> None:
+    """`AveragedModel.update_parameters` for an average of parameters only (`use_buffers`
+    False) with a `multi_avg_fn`, whose first call copies every parameter and whose later calls
+    average only those that train: a frozen one equals its copy already. Buffers are copied,
+    as torch's does."""
+    first = bool(average.n_averaged == 0)
+    pairs = [
+        (kept, current.detach().to(kept.device))
+        for kept, current in zip(average.module.parameters(), model.parameters(), strict=True)
+        if first or current.requires_grad
+    ]
+    if first:
+        for kept, current in pairs:
+            kept.copy_(current)
+    elif pairs:
+        assert average.multi_avg_fn is not None  # `WeightAverage.setup` sets the EMA's
+        kept, current = zip(*pairs, strict=True)
+        average.multi_avg_fn(list(kept), list(current), average.n_averaged)
+    for kept, current in zip(average.module.buffers(), model.buffers(), strict=True):
+        kept.copy_(current.to(kept.device))
+    average.n_averaged += 1
