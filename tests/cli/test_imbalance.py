@@ -163,9 +163,19 @@ def test_a_patience_that_cannot_work_is_one_error_line(fit_args, capsys, tmp_pat
     assert not (tmp_path / "root").exists()
 
 
-def test_a_run_that_is_not_stopped_says_nothing_about_it(fit_args, caplog):
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--trainer.callbacks.monitor", "val/loss"],
+        # the patience runs out at the last of the 2 epochs: the budget ended the run, not it
+        ["--trainer.callbacks.monitor", "val/f1", "--trainer.callbacks.mode", "max",
+         "--trainer.callbacks.patience", "1", "--trainer.callbacks.min_delta", "1.0",
+         "--trainer.max_epochs", "2"],
+    ],
+)  # fmt: skip
+def test_a_run_that_is_not_stopped_says_nothing_about_it(fit_args, caplog, flags):
     args = [*fit_args, "--test", "false", "--trainer.limit_train_batches", "1"]
-    args += ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor", "val/loss"]
+    args += ["--trainer.callbacks+=EarlyStopping", *flags]
     with caplog.at_level("INFO", logger="tscratch"):
         assert main(args) == 0
     assert "stopped early" not in caplog.text

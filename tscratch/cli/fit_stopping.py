@@ -88,7 +88,8 @@ def add_before_checkpoints(trainer: L.Trainer, callback: L.Callback) -> None:
 def early_stop_note(
     trainer: L.Trainer, scheduled_steps: int | None, planned: EarlyStopping | None = None
 ) -> str | None:
-    """What tscratch fit prints when an `EarlyStopping` ended the run (None when none did): where it
+    """What tscratch fit prints when an `EarlyStopping` ended the run (None when none did, or when
+    its patience ran out only as the scheduled steps ended): where it
     stopped, against what was scheduled, and where that left the learning-rate schedule; for
     the ``planned`` stopper (`--patience`), that the best checkpoint is the model."""
     stopped = [
@@ -99,6 +100,9 @@ def early_stop_note(
     if not stopped:
         return None
     callback, step = stopped[0], trainer.global_step
+    budget_steps = trainer.max_steps if trainer.max_steps not in (None, -1) else scheduled_steps
+    if budget_steps is not None and step >= budget_steps:
+        return None  # its patience ran out at the last validation: the budget ended the run
     if callback.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED:
         why = (
             f"{callback.monitor} did not improve for {callback.patience} "
