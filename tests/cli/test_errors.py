@@ -423,6 +423,25 @@ def test_resume_with_another_architecture(run_main, earlier_run):
     assert snapshot(earlier_run) == before
 
 
+@pytest.mark.slow
+def test_resume_with_texts_read_another_way(run_main, earlier_run):
+    # The loader's saved position indexes the checkpoint's rows: texts cut at max_length there,
+    # their windows here, would resume at another row.
+    before = snapshot(earlier_run)
+    proc = run_main(
+        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
+        "--ckpt_path", "last", "--data.long_text", "windows", "--data.stride", "8",
+        cwd=earlier_run,
+    )  # fmt: skip
+    last = earlier_run / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert error_line(proc) == (
+        f"error: checkpoint {last} was trained with long_text='truncate', stride=None; this run "
+        "asks long_text='windows', stride=8; resume with the checkpoint's settings (drop the "
+        "differing --model/--data options) or start a new run without --ckpt_path"
+    )
+    assert snapshot(earlier_run) == before
+
+
 def test_resume_check_ignores_training_settings(tmp_path):
     path = tmp_path / "x.ckpt"
     trained = {"d_model": 32, "dropout": 0.1, "lr": 1e-3, "label_names": ["a", "b"]}

@@ -97,6 +97,10 @@ from tscratch.training.precision import default_precision
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
+RESUMED_DATA = ("long_text", "stride", "segmenter")
+"""Data options a resumed run must share with its checkpoint: they decide what the training rows
+are (texts cut or read in windows) and how Chinese texts become tokens; the loader's saved
+position indexes those rows."""
 
 
 class TScratchCLI(LightningCLI):
@@ -233,6 +237,9 @@ class TScratchCLI(LightningCLI):
         trained = self.resume_state.get("hyper_parameters") or {}
         keys = self.model.architecture_keys()
         check_resume(self.model.hparams, trained, keys, self.config.ckpt_path)
+        # what the training rows are: texts cut or in windows, and how Chinese is tokenized
+        read = self.resume_state.get("datamodule_hyper_parameters") or {}
+        check_resume(self.datamodule.hparams, read, RESUMED_DATA, self.config.ckpt_path)
         checkpoint_io = self.trainer.strategy.checkpoint_io
         if isinstance(checkpoint_io, SafeCheckpointIO):  # read once: hand it over
             checkpoint_io.hand_over(self.config.ckpt_path, self.resume_state)
