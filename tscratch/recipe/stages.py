@@ -164,7 +164,7 @@ def padded_width(
     full = sum(pad_width(n, widths) for n in cut)
     if not copies:
         return max(2, round(full / len(cut)))
-    short = round(copies * (ngram or 0.0))
+    short = copies - round(copies * (1 - (ngram or 0.0)))  # as the planned passes count them
     grams = sum(pad_width(min(n, MAX_NGRAM + 1), widths) for n in cut)
     total = full * (1 + copies - short) + grams * short
     return max(2, round(total / (len(cut) * (1 + copies))))
