@@ -37,7 +37,10 @@ def packaged_config(name: str = "tiny") -> dict[str, dict[str, Any]]:
 
 def bbc_data(**options: Any) -> TextClassificationData:
     """BBC News through the public data module, set up (tokenizer trained or read from the
-    cache, splits tokenized). `options` are `TextClassificationData` arguments."""
+    cache, splits tokenized). `options` are `TextClassificationData` arguments; a `segmenter`
+    of `auto` (default.yaml's) becomes what the plan chooses for English text: none."""
+    if options.get("segmenter") == "auto":
+        options = {**options, "segmenter": None}
     with quiet():
         data = TextClassificationData(**{"dataset": "bbc_news", **options})
         data.setup()
