@@ -407,37 +407,28 @@ def earlier_run(tiny_run, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_resume_with_another_architecture(run_main, earlier_run):
+@pytest.mark.parametrize(
+    ("flags", "was", "asks"),
+    [
+        (["--model.d_model", "64", "--model.num_layers", "3"],
+         "d_model=32, num_layers=2", "d_model=64, num_layers=3"),
+        # The loader's saved position indexes the checkpoint's rows: texts cut at max_length
+        # there, their windows here, would resume at another row.
+        (["--data.long_text", "windows", "--data.stride", "8"],
+         "long_text='truncate', stride=None", "long_text='windows', stride=8"),
+    ],
+)  # fmt: skip
+def test_resume_with_another_architecture_or_reading(run_main, earlier_run, flags, was, asks):
     before = snapshot(earlier_run)
     proc = run_main(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
-        "--ckpt_path", "last", "--model.d_model", "64", "--model.num_layers", "3",
-        cwd=earlier_run,
+        "--ckpt_path", "last", *flags, cwd=earlier_run,
     )  # fmt: skip
     last = earlier_run / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     assert error_line(proc) == (
-        f"error: checkpoint {last} was trained with d_model=32, num_layers=2; this run asks "
-        "d_model=64, num_layers=3; resume with the checkpoint's settings (drop the differing "
-        "--model/--data options) or start a new run without --ckpt_path"
-    )
-    assert snapshot(earlier_run) == before
-
-
-@pytest.mark.slow
-def test_resume_with_texts_read_another_way(run_main, earlier_run):
-    # The loader's saved position indexes the checkpoint's rows: texts cut at max_length there,
-    # their windows here, would resume at another row.
-    before = snapshot(earlier_run)
-    proc = run_main(
-        "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", earlier_run,
-        "--ckpt_path", "last", "--data.long_text", "windows", "--data.stride", "8",
-        cwd=earlier_run,
-    )  # fmt: skip
-    last = earlier_run / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
-    assert error_line(proc) == (
-        f"error: checkpoint {last} was trained with long_text='truncate', stride=None; this run "
-        "asks long_text='windows', stride=8; resume with the checkpoint's settings (drop the "
-        "differing --model/--data options) or start a new run without --ckpt_path"
+        f"error: checkpoint {last} was trained with {was}; this run asks {asks}; resume with "
+        "the checkpoint's settings (drop the differing --model/--data options) or start a new "
+        "run without --ckpt_path"
     )
     assert snapshot(earlier_run) == before
 

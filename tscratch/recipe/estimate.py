@@ -89,10 +89,9 @@ def step_seconds(
 class AdamUpdate:
     """The update a run's step makes beside its forward and backward: clipping the gradients'
     norm, AdamW, then a moving average of the weights when asked. AdamW is the fused kernel the
-    runs use (`ClassificationTask.fused_optimizer`), called directly: `torch.optim`'s first step
-    imports torch._dynamo (about a second, which `tscratch fit --plan` would pay). Where torch
-    has no fused kernel, the same moments in `_foreach` ops (about 4x slower on MiniLM's 22.7M
-    parameters, as a run without the fused kernel is)."""
+    runs use (`ClassificationTask.fused_optimizer`; on a CPU since torch 2.4, the oldest torch
+    tscratch takes), called directly: `torch.optim`'s first step imports torch._dynamo (about a
+    second, which `tscratch fit --plan` would pay)."""
 
     def __init__(self, params: list[torch.Tensor], average: bool = False) -> None:
         self.params = params
@@ -106,19 +105,11 @@ class AdamUpdate:
         grads = [p.grad for p in self.params]
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))  # clipping
         torch._foreach_mul_(grads, torch.clamp(1.0 / (norm + 1e-6), max=1.0))
-        if hasattr(torch, "_fused_adamw_"):
-            torch._foreach_add_(self.steps, 1.0)
-            torch._fused_adamw_(
-                self.params, grads, self.first, self.second, [], self.steps, lr=1e-4,
-                beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=False,
-                maximize=False,
-            )  # fmt: skip
-        else:
-            torch._foreach_lerp_(self.first, grads, 0.1)
-            torch._foreach_mul_(self.second, 0.999)
-            torch._foreach_addcmul_(self.second, grads, grads, value=0.001)
-            denominators = torch._foreach_add(torch._foreach_sqrt(self.second), 1e-8)
-            torch._foreach_addcdiv_(self.params, self.first, denominators, value=-1e-4)
+        torch._foreach_add_(self.steps, 1.0)
+        torch._fused_adamw_(
+            self.params, grads, self.first, self.second, [], self.steps, lr=1e-4, beta1=0.9,
+            beta2=0.999, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
+        )  # fmt: skip
         if self.average is not None:
             torch._foreach_lerp_(self.average, self.params, 0.01)
 

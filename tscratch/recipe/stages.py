@@ -113,12 +113,13 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     view, profile = sizing.view, sizing.profile
     data = view.data
     copies = data.get("augment_copies") or 0
-    rows = profile.rows * (1 + copies)
     widths = widths_for(data.get("pad_widths") or "multiple_of_8", data.max_length)
-    length = padded_width(profile, data.max_length, widths, copies, data.get("augment_ngram"))
     if data.get("long_text") == "windows":  # a row per window (no copies: no teacher)
         rows, tokens = window_rows(profile, data.max_length, data.get("stride"))
         length = pad_width(max(2, math.ceil(tokens / rows)), widths)
+    else:
+        rows = profile.rows * (1 + copies)
+        length = padded_width(profile, data.max_length, widths, copies, data.get("augment_ngram"))
     batch = data.batch_size
     whole = math.ceil(rows / batch)
     per_pass = sizing.limit("train", whole)  # --trainer.limit_train_batches, if any

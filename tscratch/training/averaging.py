@@ -17,10 +17,10 @@ that were not chosen; `WeightAverage` reads them only when resuming a fit.
 
 Frozen parameters (a fixed token table, frozen layers: `--model.freeze_embeddings`,
 `--model.freeze_layers`, set when the task is built and kept for the whole run) are copied into
-the average once and left out of every later update: the average of a constant is that constant, bit for bit
-(`torch.lerp(a, a, w) == a`), and torch's `AveragedModel` would otherwise stream the whole table
-through memory at every step (a distilled student's fixed 30,522-entry table is 9/10 of its
-parameters).
+the average once and left out of every later update: the average of a constant is that
+constant, bit for bit (`torch.lerp(a, a, w) == a`), and torch's `AveragedModel` would otherwise
+stream the whole table through memory at every step (a distilled student's fixed 30,522-entry
+table is 9/10 of its parameters).
 """
 
 from __future__ import annotations
