@@ -56,7 +56,7 @@ from tscratch.data.bbc_multilabel import write_topic_mixes
 from tscratch.data.bbc_pairs import write_same_topic_pairs
 from tscratch.data.tokenizer import train_tokenizer
 from tscratch.model import TransformerClassifier
-from tscratch.recipe import stages
+from tscratch.recipe import sizing
 from tscratch.recipe.commands import packaged_values
 from tscratch.training.pictures import ValidationPictures
 
@@ -352,7 +352,7 @@ class World:
             patch.setattr(stage_process, "start", stage_in_process)
             patch.setattr(ValidationPictures, "_draw_attention", lambda *args: None)
             teacher = EncoderConfig(**START, vocab_size=300)
-            patch.setattr(stages, "teacher_estimate", lambda *args: teacher)
+            patch.setattr(sizing, "teacher_estimate", lambda *args: teacher)
             return call_main("fit.py", *args, *BUDGET, cwd=root, env=env), root
 
 

@@ -27,7 +27,8 @@ from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.planner import early_stopping_given, validations
 from tscratch.recipe.settings import Choice, DataProfile
-from tscratch.recipe.stages import padded_width, schedule, window_rows
+from tscratch.recipe.sizing import SETUP_SECONDS, Sizing, schedule, vectors_seconds
+from tscratch.recipe.stages import main_stage, padded_width, window_rows
 
 
 def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
@@ -313,3 +314,28 @@ def test_the_stage_trains_the_model_the_command_asks_for(data, flag, value):
     assert [s["name"] for s in plan["stages"]] == ["pretrain", "fine-tune"]
     assert set(plan["took_seconds"]) == {"pretrain", "fine-tune"}
     assert re.search(r"time: estimated / took\n  pretrain .*\n  fine-tune ", log)
+
+
+def test_vectors_from_an_encoder_are_priced_where_a_table_starts_from_them():
+    profile = DataProfile(rows=100, classes=2, median_tokens=10, p95_tokens=12,
+                          total_tokens=1000, lengths=(10,) * 100)  # fmt: skip
+    splits = Namespace(validation=[0] * 10, test=[0] * 10)
+    view = Namespace(
+        data=Namespace(augment_copies=0, pad_widths=None, max_length=16, long_text=None,
+                       batch_size=10, eval_batch_size=None, vocab_size=600),
+        trainer=Namespace(max_epochs=2, max_steps=-1),
+        model=Namespace(d_model=32, num_heads=2, d_ff=64, num_layers=1, embed_init=None),
+    )  # fmt: skip
+    sizing = Sizing(view, splits, profile, "32-true")
+    sizing.measured |= {"fit step": 1.0, "fit eval batch": 0.5, "student step": 1.0,
+                        "student eval batch": 0.5, "minilm vectors batch": 7.0}  # fmt: skip
+    # 20 steps, 2 validations and a test of one batch each, the setup allowance
+    assert main_stage(sizing, "fit", "").seconds == SETUP_SECONDS + 20 + 3 * 0.5
+    # 600 entries: three passes of 256 through the encoder
+    assert vectors_seconds(sizing, "minilm", 600) == 3 * 7.0
+    student = main_stage(sizing, "student", "", vectors="minilm", frozen=True)
+    assert student.seconds == SETUP_SECONDS + 20 + 3 * 0.5 + 3 * 7.0
+    view.model.embed_init = "minilm"  # the command's own --model.embed_init
+    assert main_stage(sizing, "fit", "").seconds == student.seconds
+    assert set(sizing.measured) == {"fit step", "fit eval batch", "student step",
+                                    "student eval batch", "minilm vectors batch"}  # fmt: skip

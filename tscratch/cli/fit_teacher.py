@@ -32,7 +32,7 @@ from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.data.transfer import TeacherOutputs, mask_token_of
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, TOKENIZER, WEIGHTS, ExportedClassifier
-from tscratch.recipe.stages import INFER_BATCH
+from tscratch.recipe.teachers import INFER_BATCH
 from tscratch.training.precision import native_bf16
 
 log = logging.getLogger("tscratch")

@@ -6,6 +6,9 @@ Between the training side (`tscratch.training`) and the commands (`tscratch.cli`
 - `rule`: which stages run first (`plain`, `pretrain`, `distil`) and why;
 - `commands`: the stage commands and the budgets that size them;
 - `estimate`: a step's measured time on this machine;
-- `stages`: each part of the run with its steps and estimated time;
+- `sizing`: what every estimate reads (the config, the data, the measured steps), and the time a
+  pretrained encoder takes to read a vocabulary for its vectors;
+- `stages`: each part of the run with its steps and estimated time (`teachers`: the teacher's
+  fine-tuning and its reading of the transfer set);
 - `plan`: the frozen `Plan` that holds all of it; `planner.make_plan` builds it.
 """

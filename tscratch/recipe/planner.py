@@ -30,7 +30,8 @@ from tscratch.recipe import commands, settings
 from tscratch.recipe.plan import Plan, write_settings
 from tscratch.recipe.rule import Decision, choose
 from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts
-from tscratch.recipe.stages import TEACHERS, Sizing, plan_stages, schedule
+from tscratch.recipe.sizing import TEACHERS, Sizing, schedule
+from tscratch.recipe.stages import plan_stages
 from tscratch.training.losses import inverse_frequency
 from tscratch.training.precision import default_precision
 

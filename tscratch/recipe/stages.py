@@ -3,77 +3,31 @@
 Steps follow from the budget and the batch (a smoke run's `limit_*_batches` included); a step's
 seconds are measured on this machine's CPU at the part's own architecture, batch and mean row
 width as batches pad it (`padded_width`; `tscratch.recipe.estimate`); validation and test
-batches are forward passes.
-`SETUP_SECONDS` per command covers what is not a step.
+batches are forward passes. What a command does besides its steps: `tscratch.recipe.sizing`.
+The teacher's parts: `tscratch.recipe.teachers`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from jsonargparse import Namespace
-
-from tscratch.config import EncoderConfig
 from tscratch.data.augment import MAX_NGRAM
 from tscratch.data.encoding import pad_width, widths_for
-from tscratch.data.sources import LabeledSplits
 from tscratch.data.windows import default_stride, window_count
-from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands
-from tscratch.recipe.estimate import step_seconds
+from tscratch.recipe import sizing as sized
 from tscratch.recipe.plan import Stage
-from tscratch.recipe.settings import AUTO, DataProfile
-
-SETUP_SECONDS = 15.0
-"""Allowance per command for what is not a step: imports, reading and encoding the data, the
-tokenizer, checkpoints, the bag-of-words bar."""
-TEACHERS = {
-    "minilm": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 6, "vocab_size": 30522},
-    "e5": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 12, "vocab_size": 250002},
-}  # fmt: skip
-"""Shapes of the packaged teachers, for their time estimates; any other teacher (a folder, a
-checkpoint) is estimated as MiniLM-sized."""
-INFER_BATCH = 32
-"""Rows per forward pass of the teacher over the transfer set (`tscratch.cli.fit_teacher`'s
-`TeacherModel` runs at it)."""
-
-
-@dataclass
-class Sizing:
-    """What every part's estimate reads: the config with the plan's settings written in, the
-    splits and their profile, the precision measured at, and the measurements so far."""
-
-    view: Namespace
-    splits: LabeledSplits
-    profile: DataProfile
-    precision: str
-    measured: dict[str, float] = field(default_factory=dict)
-
-    def limit(self, split: str, batches: int) -> int:
-        """Batches per pass of ``split`` under Lightning's `limit_*_batches`."""
-        limit = self.view.trainer.get(f"limit_{split}_batches")
-        if limit is None:
-            return batches
-        if isinstance(limit, float) and limit <= 1.0:
-            return max(1, int(batches * limit)) if limit > 0 else 0
-        return min(batches, int(limit))
-
-    def time(self, key: str, config: EncoderConfig, batch: int, length: int, **kw: Any) -> float:
-        """Seconds of one step, measured once per ``key``."""
-        if key not in self.measured:
-            self.measured[key] = step_seconds(config, batch, length, self.precision, **kw)
-        return self.measured[key]
+from tscratch.recipe.settings import DataProfile
+from tscratch.recipe.sizing import SETUP_SECONDS, Sizing, encoder, schedule, vectors_seconds
+from tscratch.recipe.teachers import logits_stage, teacher_stages
 
 
 def plan_stages(
     sizing: Sizing, recipe: str, lang: str, teacher_init: str, frozen: bool = False
 ) -> list[Stage]:
-    """The parts of ``recipe``'s run, in order. ``frozen``: the model's token table is fixed
-    (the distilled student reading the teacher's vectors)."""
+    """The parts of ``recipe``'s run, in order. ``frozen``: the distilled student reads the
+    teacher's vocabulary, its token table the teacher's vectors, kept fixed."""
     view = sizing.view
     if recipe == "pretrain":
         first = [pretrain_stage(sizing, commands.stage_vectors(lang))]
@@ -81,35 +35,21 @@ def plan_stages(
     if recipe == "distil":
         first = teacher_stages(sizing, teacher_init)
         what = "on the teacher's logits and the labels"
-        return [*first, main_stage(sizing, "student", what, frozen)]
+        vectors = teacher_init if frozen else None
+        return [*first, main_stage(sizing, "student", what, vectors, frozen)]
     if view.model.get("teacher") is not None:  # a teacher the command names: its pass first
         copies = view.data.get("augment_copies") or 0
-        first = [logits_stage(sizing, teacher_estimate(), copies, "estimated as MiniLM-sized")]
+        teacher = sized.teacher_estimate()
+        first = [logits_stage(sizing, teacher, copies, "estimated as MiniLM-sized")]
         return [*first, main_stage(sizing, "student", "on the teacher's logits and the labels")]
     return [main_stage(sizing, "fit", "on the labels")]
 
 
-def encoder(model: Namespace, vocab_size: int, **changes: Any) -> EncoderConfig:
-    """The encoder ``model``'s options describe, with a vocabulary of ``vocab_size``."""
-    values = {k: v for k, v in model.as_dict().items() if v != AUTO}
-    try:
-        return EncoderConfig.from_flat({**values, **changes}, vocab_size=vocab_size)
-    except ValueError as error:
-        raise UserError(f"the model's options: {error}") from None
-
-
-def schedule(batches: int, trainer: Namespace) -> tuple[int, int]:
-    """(passes, optimizer steps) of a run of ``batches`` per pass under the trainer's
-    `max_epochs` and `max_steps` (whichever ends it first; -1 or None: no limit)."""
-    epochs, cap = trainer.get("max_epochs"), trainer.get("max_steps") or -1
-    if epochs is None or epochs < 0:  # only max_steps ends it (Lightning's 1000 passes else)
-        epochs = 1000 if cap < 0 else math.ceil(cap / max(1, batches))
-    steps = batches * epochs if cap < 0 else min(batches * epochs, cap)
-    return math.ceil(steps / max(1, batches)), steps
-
-
-def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> Stage:
-    """The main run's training on the config's data, batch and passes (with its copies)."""
+def main_stage(
+    sizing: Sizing, name: str, what: str, vectors: str | None = None, frozen: bool = False
+) -> Stage:
+    """The main run's training on the config's data, batch and passes (with its copies), its
+    token table started from ``vectors``' (or `--model.embed_init`'s) view of each entry."""
     view, profile = sizing.view, sizing.profile
     data = view.data
     copies = data.get("augment_copies") or 0
@@ -136,6 +76,8 @@ def main_stage(sizing: Sizing, name: str, what: str, frozen: bool = False) -> St
     val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / eval_batch))
     test = sizing.limit("test", math.ceil(len(sizing.splits.test) / eval_batch))
     seconds = SETUP_SECONDS + steps * train + (epochs * val + test) * infer
+    if (vectors := vectors or view.model.get("embed_init")) is not None:
+        seconds += vectors_seconds(sizing, vectors, vocab)
     shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
     if rows != profile.rows * (1 + copies):
         shown = f"{rows:,} windows of {profile.rows:,} texts"
@@ -201,55 +143,6 @@ def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
     why = f"{budget:,} masked-LM tokens ({why}), within {low}-{high} passes"
     budget_text = f"{budget:,} tokens: {epochs} passes over {profile.total_tokens:,}"
     seconds = SETUP_SECONDS + steps * step
+    if vectors is not None:
+        seconds += vectors_seconds(sizing, vectors, config.vocab_size)
     return Stage("pretrain", what, budget_text, steps, seconds, tuple(command), why)
-
-
-def teacher_rows(profile: DataProfile) -> int:
-    """The teacher's mean row length: the texts cut at `commands.teacher_length`."""
-    cut = commands.teacher_length(profile)
-    return max(2, math.ceil(profile.tokens_per_epoch(cut) / profile.rows))
-
-
-def teacher_estimate(name: str = "minilm") -> EncoderConfig:
-    """The teacher's shape for its estimates: a packaged one's, else MiniLM's."""
-    shape = TEACHERS.get(name, TEACHERS["minilm"])
-    return EncoderConfig(**shape, position="learned", max_len=512, ffn="gelu")
-
-
-def teacher_stages(sizing: Sizing, teacher_init: str) -> list[Stage]:
-    """The teacher's fine-tuning (a stage command) and its pass over the transfer set."""
-    view, profile = sizing.view, sizing.profile
-    command = commands.teacher_command(view, profile, teacher_init)
-    batch, passes, per_pass = commands.teacher_schedule(profile.rows)
-    batches = sizing.limit("train", math.ceil(profile.rows / batch))
-    batches = min(batches, per_pass) if per_pass is not None else batches
-    steps = batches * passes
-    length = teacher_rows(profile)
-    config = teacher_estimate(teacher_init)
-    frozen = teacher_init == "e5"
-    train = sizing.time("teacher step", config, batch, length, frozen_embeddings=frozen)
-    infer = sizing.time("teacher batch", config, INFER_BATCH, length, train=False)
-    val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / (2 * batch)))
-    test = sizing.limit("test", math.ceil(len(sizing.splits.test) / (2 * batch)))
-    seconds = SETUP_SECONDS + steps * train + (passes * val + test) * infer
-    shortened = f" ({per_pass} batches each)" if per_pass is not None else ""
-    budget = f"{passes} passes of batch {batch}{shortened}"
-    what = f"fine-tune {Path(teacher_init).name} on the labels"
-    why = (
-        f"the {commands.TEACHER_CONFIG} config's passes, at most {commands.TEACHER_STEPS:,} steps: "
-        f"a pretrained encoder learns a labelling from a few thousand examples"
-    )
-    teacher = Stage("teacher", what, budget, steps, seconds, tuple(command), why)
-    copies = view.data.get("augment_copies") or 0
-    return [teacher, logits_stage(sizing, config, copies)]
-
-
-def logits_stage(sizing: Sizing, config: EncoderConfig, copies: int, note: str = "") -> Stage:
-    """The teacher's pass over the training texts and ``copies`` of each."""
-    profile = sizing.profile
-    readings = profile.rows * (1 + copies)
-    batches = math.ceil(readings / INFER_BATCH)
-    infer = sizing.time("teacher batch", config, INFER_BATCH, teacher_rows(profile), train=False)
-    budget = f"{readings:,} texts ({copies} copies each)"
-    what = "the teacher reads the texts and their copies"
-    return Stage("logits", what, budget, batches, batches * infer, why=note)
