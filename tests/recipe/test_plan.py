@@ -27,7 +27,7 @@ from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.planner import early_stopping_given, validations
 from tscratch.recipe.settings import Choice, DataProfile
-from tscratch.recipe.sizing import SETUP_SECONDS, Sizing, schedule, vectors_seconds
+from tscratch.recipe.sizing import LOOP_SECONDS, SETUP_SECONDS, Sizing, schedule, vectors_seconds
 from tscratch.recipe.stages import main_stage, padded_width, window_rows
 
 
@@ -333,12 +333,14 @@ def test_vectors_from_an_encoder_are_priced_where_a_table_starts_from_them():
     sizing = Sizing(view, splits, profile, "32-true")
     sizing.measured |= {"fit step": 1.0, "fit eval batch": 0.5, "student step": 1.0,
                         "student eval batch": 0.5, "minilm vectors batch": 7.0}  # fmt: skip
-    # 20 steps, 2 validations and a test of one batch each, the setup allowance
-    assert main_stage(sizing, "fit", "").seconds == SETUP_SECONDS + 20 + 3 * 0.5
+    # 20 steps, 2 validations and a test of one batch each, the loop's work around each of
+    # those 23 batches, the setup allowance
+    loops = SETUP_SECONDS + 20 * 1.0 + 3 * 0.5 + 23 * LOOP_SECONDS
+    assert main_stage(sizing, "fit", "").seconds == pytest.approx(loops)
     # 600 entries: three passes of 256 through the encoder
     assert vectors_seconds(sizing, "minilm", 600) == 3 * 7.0
     student = main_stage(sizing, "student", "", vectors="minilm", frozen=True)
-    assert student.seconds == SETUP_SECONDS + 20 + 3 * 0.5 + 3 * 7.0
+    assert student.seconds == pytest.approx(loops + 3 * 7.0)
     view.model.embed_init = "minilm"  # the command's own --model.embed_init
     assert main_stage(sizing, "fit", "").seconds == student.seconds
     assert set(sizing.measured) == {"fit step", "fit eval batch", "student step",

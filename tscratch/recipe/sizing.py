@@ -1,11 +1,11 @@
 """What every part's time estimate reads: the config with the plan's settings written in, the
 data, and this machine's measured step times (`tscratch.recipe.estimate`), each measured once.
 
-A part's seconds are its steps times a measured step, plus what a command does before its first
-step that the plan can size: the pretrained encoder reading every vocabulary entry once when
-the token table starts from its vectors (`vectors_seconds`). `SETUP_SECONDS` per command covers
-the rest (imports, reading and encoding the data, the tokenizer, checkpoints, the bag-of-words
-bar).
+A part's seconds are its steps times a measured step (`Sizing.loop_seconds` adds the training
+loop's own work around each batch), plus what a command does before its first step that the
+plan can size: the pretrained encoder reading every vocabulary entry once when the token table
+starts from its vectors (`vectors_seconds`). `SETUP_SECONDS` per command covers the rest
+(imports, reading and encoding the data, the tokenizer, checkpoints, the bag-of-words bar).
 """
 
 from __future__ import annotations
@@ -26,6 +26,12 @@ from tscratch.recipe.settings import AUTO, DataProfile
 SETUP_SECONDS = 15.0
 """Allowance per command for what is not a step and not sized: imports, reading and encoding the
 data, the tokenizer, checkpoints, the bag-of-words bar."""
+LOOP_SECONDS = 0.012
+"""Allowance per batch a Lightning loop runs, for the work around the model that a timed step
+leaves out: fetching and padding the batch, the task's extra loss terms, its metrics and logs,
+the callbacks. It is Python's work and does not grow with the model, so it is a large share of
+a small student's short steps and nothing beside a teacher's (docs/results.md has the profile
+it comes from)."""
 TEACHERS = {
     "minilm": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 6, "vocab_size": 30522},
     "e5": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 12, "vocab_size": 250002},
@@ -74,6 +80,13 @@ class Sizing:
             precision = precision or self.precision
             self.measured[key] = step_seconds(config, batch, length, precision, **kw)
         return self.measured[key]
+
+    @staticmethod
+    def loop_seconds(steps: int, step: float, evals: int = 0, infer: float = 0.0) -> float:
+        """Seconds of a Lightning run's loops: ``steps`` training steps of ``step`` seconds and
+        ``evals`` validation and test batches of ``infer``, each with `LOOP_SECONDS` around it,
+        after the command's `SETUP_SECONDS`."""
+        return SETUP_SECONDS + steps * (step + LOOP_SECONDS) + evals * (infer + LOOP_SECONDS)
 
 
 def encoder(model: Namespace, vocab_size: int, **changes: Any) -> EncoderConfig:
