@@ -21,7 +21,7 @@ from tscratch.cli.fit_teacher import TeacherModel, label_order, teacher_key
 from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, export
-from tscratch.recipe.planner import distil_settings, distillation_epochs
+from tscratch.recipe.distil import distil_settings, distillation_epochs
 from tscratch.recipe.settings import DataProfile
 
 TOPICS = {

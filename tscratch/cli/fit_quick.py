@@ -24,8 +24,7 @@ import yaml
 
 from tscratch.configs import CONFIGS, packaged_config
 from tscratch.errors import UserError, report
-from tscratch.recipe.planner import AUTO_OPTIONS
-from tscratch.recipe.settings import AUTO
+from tscratch.recipe.settings import AUTO, AUTO_OPTIONS
 
 TAKES_AUTO = (frozenset(AUTO_OPTIONS) - {"trainer.max_epochs"}) | {"patience", "data.segmenter"}
 """The options whose parser takes `auto` (the epochs are left to the data by leaving them out)."""

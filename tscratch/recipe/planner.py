@@ -2,8 +2,9 @@
 
 Everything `tscratch fit` decides from the data is decided here, once, before any work: the recipe
 (`tscratch.recipe.rule`), its stages and their budgets (`tscratch.recipe.commands`), the `auto`
-settings (`tscratch.recipe.settings`), the class weights, what distillation changes (copies per
-text, batch, passes) and the time each part will take (`tscratch.recipe.estimate`). The command
+settings (`tscratch.recipe.settings`), the class weights, what distillation changes
+(`tscratch.recipe.distil`: copies per text, the student's batch and passes) and the
+time each part will take (`tscratch.recipe.estimate`). The command
 line's own values always win: an option the user gave (`given`) is never chosen for them.
 """
 
@@ -27,9 +28,10 @@ from tscratch.data.words import cut_words, jieba_installed
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands, settings
+from tscratch.recipe.distil import distil_settings
 from tscratch.recipe.plan import Plan, write_settings
 from tscratch.recipe.rule import Decision, choose
-from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts
+from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts, wanted_options
 from tscratch.recipe.sizing import TEACHERS, Sizing, schedule
 from tscratch.recipe.stages import plan_stages
 from tscratch.training.losses import inverse_frequency
@@ -37,27 +39,10 @@ from tscratch.training.precision import default_precision
 
 log = logging.getLogger("tscratch")
 
-AUTO_OPTIONS = (
-    "data.max_length",
-    "data.vocab_size",
-    "model.token_dropout",
-    "model.bigram_buckets",
-    "model.class_weights",
-    "trainer.max_epochs",
-)
-"""Options chosen from the data when set to `auto` (`trainer.max_epochs` when neither it nor
-`max_steps` is set)."""
-DISTIL_BATCH = 64
-"""The student's batch unless the command gives one: its transfer set holds many rows per
-training text, and on short texts a step of 32 rows is mostly fixed per-step cost."""
 TEACHER_VOCABULARY = 50_000
 """Largest teacher vocabulary the distilled student reads as its own (`tscratch.cli.fit_stages`):
 BERT-sized ones; multilingual-e5's 250,002 would make the student's table larger than the whole
 teacher's encoder, so an e5 student trains its own tokenizer."""
-MAX_READINGS = 120
-"""Most times the distilled student reads a text, counting its copies: `round(120 / (1 +
-copies))` passes (6 with 20 copies); students read longer peaked early on validation and then
-fell (docs/results.md)."""
 
 
 def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val/acc") -> Plan:
@@ -198,21 +183,6 @@ def reads_teacher_vocabulary(config: Namespace, teacher_init: str) -> bool:
     return shape is None or shape["vocab_size"] <= TEACHER_VOCABULARY
 
 
-def wanted_options(config: Namespace, options: Sequence[str] = AUTO_OPTIONS) -> list[str]:
-    """The ``options`` ("group.name") this run leaves to the data: those set to `auto`, and
-    `trainer.max_epochs` when neither it nor `max_steps` is set (Lightning would run 1000)."""
-    wanted = []
-    for option in options:
-        group, name = option.split(".")
-        if config[group].get(name) == AUTO:
-            wanted.append(option)
-        elif option == "trainer.max_epochs":
-            trainer = config.trainer
-            if trainer.get("max_epochs") is None and trainer.get("max_steps") in (None, -1):
-                wanted.append(option)
-    return wanted
-
-
 def auto_settings(
     view: Namespace,
     splits: LabeledSplits,
@@ -261,44 +231,6 @@ def class_weights(splits: LabeledSplits) -> Choice:
     )
     reason = f"inverse frequency of the training labels: {rows}"
     return Choice("model.class_weights", [round(w, 6) for w in weights], reason)
-
-
-def distil_settings(
-    view: Namespace, profile: DataProfile, recipe: str, given: Collection[str]
-) -> list[Choice]:
-    """Copies per text (`commands.teacher_copies`), the student's batch and its passes."""
-    data, chosen = view.data, []
-    copies = data.get("augment_copies")
-    if copies is None:
-        copies = commands.teacher_copies(profile.rows)
-        reason = (
-            f"the teacher reads at most {commands.TEACHER_READINGS:,} texts: {profile.rows:,} "
-            f"training texts and {copies} augmented copies of each"
-        )
-        chosen.append(Choice("data.augment_copies", copies, reason))
-    if recipe == "distil" and "data.batch_size" not in given:
-        reason = "the transfer set holds many rows per training text: fewer, larger steps"
-        chosen.append(Choice("data.batch_size", DISTIL_BATCH, reason))
-    if wanted_options(view, ["trainer.max_epochs"]):
-        chosen.append(distillation_epochs(profile, data.max_length, copies, data.augment_ngram))
-    return chosen
-
-
-def distillation_epochs(
-    profile: DataProfile, max_length: int | None, copies: int, ngram: float
-) -> Choice:
-    """`settings.TARGET_TOKENS` over the training split grown by its full-length copies, within
-    1 and `MAX_READINGS` readings of a text counting its copies."""
-    whole = round(copies * (1 - ngram))
-    per_epoch = profile.tokens_per_epoch(max_length) * (1 + whole)
-    high = max(1, round(MAX_READINGS / (1 + copies)))
-    value = min(high, max(1, round(settings.TARGET_TOKENS / per_epoch)))
-    reason = (
-        f"{value} passes over about {per_epoch:,} tokens (the texts and {whole} full-length "
-        f"copies of each; aim {settings.TARGET_TOKENS / 1e6:g}M tokens, 1-{high} passes, so a "
-        f"text and its copies are read at most ~{MAX_READINGS} times)"
-    )
-    return Choice("trainer.max_epochs", value, reason)
 
 
 def stopping_settings(sizing: Sizing, metric: str) -> list[Choice]:

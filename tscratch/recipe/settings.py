@@ -44,12 +44,25 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tscratch.data.cjk import CJK
 from tscratch.data.words import INSTALL
 
+if TYPE_CHECKING:
+    from jsonargparse import Namespace
+
 AUTO = "auto"
+AUTO_OPTIONS = (
+    "data.max_length",
+    "data.vocab_size",
+    "model.token_dropout",
+    "model.bigram_buckets",
+    "model.class_weights",
+    "trainer.max_epochs",
+)
+"""Options chosen from the data when set to `auto` (`trainer.max_epochs` when neither it nor
+`max_steps` is set)."""
 MAX_AUTO_LENGTH = 512
 """Longest row `auto` chooses: attention's cost grows with the square of the length, and on long
 news articles rows of 512 scored as well as rows covering 95% of the text, in a third less time
@@ -295,3 +308,18 @@ def choose(
         if name not in choices:
             choices[name] = rules[name]()
     return [choices[name] for name in wanted]
+
+
+def wanted_options(config: Namespace, options: Sequence[str] = AUTO_OPTIONS) -> list[str]:
+    """The ``options`` ("group.name") this run leaves to the data: those set to `auto`, and
+    `trainer.max_epochs` when neither it nor `max_steps` is set (Lightning would run 1000)."""
+    wanted = []
+    for option in options:
+        group, name = option.split(".")
+        if config[group].get(name) == AUTO:
+            wanted.append(option)
+        elif option == "trainer.max_epochs":
+            trainer = config.trainer
+            if trainer.get("max_epochs") is None and trainer.get("max_steps") in (None, -1):
+                wanted.append(option)
+    return wanted
