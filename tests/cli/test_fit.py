@@ -26,7 +26,7 @@ from tscratch.cli.fit import main, resolve_ckpt_path
 from tscratch.cli.launch import CONFIGS, with_configs
 from tscratch.data.classification import TextClassificationData
 from tscratch.errors import UserError
-from tscratch.recipe.planner import wanted_options
+from tscratch.recipe.settings import wanted_options
 from tscratch.training.classification import ClassificationTask
 
 

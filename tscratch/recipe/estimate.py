@@ -1,7 +1,8 @@
 """How fast this machine trains and runs a given encoder: what the plan's time estimates read.
 
-A plan's wall times are steps times a step's time measured here and now, never a constant: the
-same recipe takes minutes on a CPU with AMX and much longer on one without native bf16. Each
+A plan's wall times are steps times a step's time measured here and now, not a constant: the
+same recipe takes minutes on a CPU with AMX and much longer on one without native bf16 (only
+what is not the model's own work has fixed allowances: `tscratch.recipe.sizing`). Each
 measurement times real steps (forward, backward, clipping and an Adam-shaped update, or forward
 only for inference) of the plain PyTorch model at the run's architecture, batch, row length and
 precision, on random token ids, after one untimed warm-up step, and takes their median. Torch's

@@ -33,7 +33,8 @@ class Stage:
     steps: int
     """Optimizer steps (forward-only batches for `logits`)."""
     seconds: float
-    """Estimated wall time: steps times a measured step, plus setup."""
+    """Estimated wall time: steps and evaluation batches times their measured times, the
+    loop's allowance per batch, an encoder's vectors, setup (`tscratch.recipe.sizing`)."""
     command: tuple[str, ...] = ()
     """The `tscratch` command a stage runs in its own process; empty for the main run's parts."""
     why: str = ""

@@ -62,7 +62,8 @@ AUTO_OPTIONS = (
     "trainer.max_epochs",
 )
 """Options chosen from the data when set to `auto` (`trainer.max_epochs` when neither it nor
-`max_steps` is set)."""
+`max_steps` is set); `model.class_weights` by `tscratch.recipe.planner.class_weights`, the
+rest by the rules here."""
 MAX_AUTO_LENGTH = 512
 """Longest row `auto` chooses: attention's cost grows with the square of the length, and on long
 news articles rows of 512 scored as well as rows covering 95% of the text, in a third less time

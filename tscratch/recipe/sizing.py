@@ -1,7 +1,7 @@
 """What every part's time estimate reads: the config with the plan's settings written in, the
 data, and this machine's measured step times (`tscratch.recipe.estimate`), each measured once.
 
-A part's seconds are its steps times a measured step (`Sizing.loop_seconds` adds the training
+A part's seconds are its steps times a measured step (`Sizing.run_seconds` adds the training
 loop's own work around each batch), plus what a command does before its first step that the
 plan can size: the pretrained encoder reading every vocabulary entry once when the token table
 starts from its vectors (`vectors_seconds`). `SETUP_SECONDS` per command covers the rest
@@ -27,7 +27,8 @@ SETUP_SECONDS = 15.0
 """Allowance per command for what is not a step and not sized: imports, reading and encoding the
 data, the tokenizer, checkpoints, the bag-of-words bar."""
 LOOP_SECONDS = 0.012
-"""Allowance per batch a Lightning loop runs, for the work around the model that a timed step
+"""Allowance per batch a Lightning loop runs (validation and test batches too: their steps
+log and update metrics, and the callbacks run), for the work around the model that a timed step
 leaves out: fetching and padding the batch, the task's extra loss terms, its metrics and logs,
 the callbacks. It is Python's work and does not grow with the model, so it is a large share of
 a small student's short steps and nothing beside a teacher's (docs/results.md has the profile
@@ -82,8 +83,8 @@ class Sizing:
         return self.measured[key]
 
     @staticmethod
-    def loop_seconds(steps: int, step: float, evals: int = 0, infer: float = 0.0) -> float:
-        """Seconds of a Lightning run's loops: ``steps`` training steps of ``step`` seconds and
+    def run_seconds(steps: int, step: float, evals: int = 0, infer: float = 0.0) -> float:
+        """Seconds of a Lightning run: ``steps`` training steps of ``step`` seconds and
         ``evals`` validation and test batches of ``infer``, each with `LOOP_SECONDS` around it,
         after the command's `SETUP_SECONDS`."""
         return SETUP_SECONDS + steps * (step + LOOP_SECONDS) + evals * (infer + LOOP_SECONDS)

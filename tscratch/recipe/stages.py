@@ -75,7 +75,7 @@ def main_stage(
     infer = sizing.time(f"{name} eval batch", config, eval_batch, length, train=False)
     val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / eval_batch))
     test = sizing.limit("test", math.ceil(len(sizing.splits.test) / eval_batch))
-    seconds = sizing.loop_seconds(steps, train, epochs * val + test, infer)
+    seconds = sizing.run_seconds(steps, train, epochs * val + test, infer)
     if (vectors := vectors or view.model.get("embed_init")) is not None:
         seconds += vectors_seconds(sizing, vectors, vocab)
     shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
@@ -142,7 +142,7 @@ def pretrain_stage(sizing: Sizing, vectors: str | None) -> Stage:
     low, high = commands.PRETRAIN_EPOCHS
     why = f"{budget:,} masked-LM tokens ({why}), within {low}-{high} passes"
     budget_text = f"{budget:,} tokens: {epochs} passes over {profile.total_tokens:,}"
-    seconds = sizing.loop_seconds(steps, step)
+    seconds = sizing.run_seconds(steps, step)
     if vectors is not None:
         seconds += vectors_seconds(sizing, vectors, config.vocab_size)
     return Stage("pretrain", what, budget_text, steps, seconds, tuple(command), why)

@@ -40,7 +40,7 @@ def teacher_stages(sizing: Sizing, teacher_init: str) -> list[Stage]:
     infer = sizing.time("teacher batch", config, INFER_BATCH, length, train=False)
     val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / (2 * batch)))
     test = sizing.limit("test", math.ceil(len(sizing.splits.test) / (2 * batch)))
-    seconds = sizing.loop_seconds(steps, train, passes * val + test, infer)
+    seconds = sizing.run_seconds(steps, train, passes * val + test, infer)
     shortened = f" ({per_pass} batches each)" if per_pass is not None else ""
     budget = f"{passes} passes of batch {batch}{shortened}"
     what = f"fine-tune {Path(teacher_init).name} on the labels"
