@@ -250,8 +250,10 @@ def test_epochs_left_to_the_data_count_the_copies(world):
     data.augment_copies, view.trainer.max_epochs = 0, 3
     assert distil_settings(view, profile, "plain", ()) == []
     recipe = {c.option: c.value for c in distil_settings(view, profile, "distil", ())}
-    assert recipe == {"data.batch_size": 64}
-    assert distil_settings(view, profile, "distil", {"data.batch_size"}) == []
+    assert recipe == {"data.batch_size": 64, "model.dropout": 0.1}
+    given = {c.option for c in distil_settings(view, profile, "distil", {"data.batch_size"})}
+    assert given == {"model.dropout"}  # the command's batch stays; its dropout likewise below
+    assert distil_settings(view, profile, "distil", {"data.batch_size", "model.dropout"}) == []
 
 
 def test_the_teacher_runs_in_bf16_where_the_cpu_has_it_and_fp32_elsewhere(

@@ -24,6 +24,7 @@ from tscratch.data.language import language
 from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 from tscratch.errors import UserError
 from tscratch.recipe import commands as stage_commands
+from tscratch.recipe.distil import STUDENT_DROPOUT
 from tscratch.recipe.rule import choose
 from tscratch.recipe.settings import DataProfile
 
@@ -311,6 +312,9 @@ def test_the_distil_recipe_fine_tunes_a_teacher_then_distils_from_it(data):
     assert "the student reads the teacher's vocabulary" in log
     saved = yaml.safe_load((root / "lightning_logs/version_0/config.yaml").read_text())
     assert saved["model"]["embed_init"] == str(begin) and saved["model"]["freeze_embeddings"]
+    # the plan chooses the student's dropout (the tiny config names none) and the run has it
+    assert re.search(rf"\n  model\.dropout +{STUDENT_DROPOUT} +the teacher's logits", log), log
+    assert saved["model"]["dropout"] == STUDENT_DROPOUT
     student = read_checkpoint(next((root / "lightning_logs/version_0/checkpoints").glob("last*")))
     assert student["tokenizer_json"] == read_checkpoint(Path(checkpoint))["tokenizer_json"]
     assert (

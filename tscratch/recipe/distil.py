@@ -1,5 +1,6 @@
 """What distillation changes in a plan: copies of each text for the teacher to read, the
-student's batch and its passes. The teacher's stages themselves: `tscratch.recipe.teachers`."""
+student's batch, dropout and passes. The teacher's stages themselves: `tscratch.recipe.teachers`.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from tscratch.recipe.settings import Choice, DataProfile, wanted_options
 DISTIL_BATCH = 64
 """The student's batch unless the command gives one: its transfer set holds many rows per
 training text, and on short texts a step of 32 rows is mostly fixed per-step cost."""
+STUDENT_DROPOUT = 0.1
+"""The distilled student's dropout unless the command gives one: it learns a teacher's logits
+on many noised copies of each text, which regularise it already, so it takes less than the
+labels-only default (chosen on validation, docs/results.md)."""
 MAX_READINGS = 120
 """Most times the distilled student reads a text, counting its copies: `round(120 / (1 +
 copies))` passes (6 with 20 copies); students read longer peaked early on validation and then
@@ -22,7 +27,7 @@ fell (docs/results.md)."""
 def distil_settings(
     view: Namespace, profile: DataProfile, recipe: str, given: Collection[str]
 ) -> list[Choice]:
-    """Copies per text (`commands.teacher_copies`), the student's batch and passes."""
+    """Copies per text (`commands.teacher_copies`), the student's batch, dropout and passes."""
     data, chosen = view.data, []
     copies = data.get("augment_copies")
     if copies is None:
@@ -35,6 +40,9 @@ def distil_settings(
     if recipe == "distil" and "data.batch_size" not in given:
         reason = "the transfer set holds many rows per training text: fewer, larger steps"
         chosen.append(Choice("data.batch_size", DISTIL_BATCH, reason))
+    if recipe == "distil" and "model.dropout" not in given:
+        reason = "the teacher's logits on noised copies of each text regularise the student"
+        chosen.append(Choice("model.dropout", STUDENT_DROPOUT, reason))
     if wanted_options(view, ["trainer.max_epochs"]):
         chosen.append(distillation_epochs(profile, data.max_length, copies, data.augment_ngram))
     return chosen

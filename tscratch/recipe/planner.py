@@ -3,9 +3,9 @@
 Everything `tscratch fit` decides from the data is decided here, once, before any work: the recipe
 (`tscratch.recipe.rule`), its stages and their budgets (`tscratch.recipe.commands`), the `auto`
 settings (`tscratch.recipe.settings`), the class weights, what distillation changes
-(`tscratch.recipe.distil`: copies per text, the student's batch and passes) and the time each
-part will take (`tscratch.recipe.stages`). The command line's own values always win: an option
-the user gave (`given`) is never chosen for them.
+(`tscratch.recipe.distil`: copies per text, the student's batch, dropout and passes) and the
+time each part will take (`tscratch.recipe.stages`). The command line's own values always win:
+an option the user gave (`given`) is never chosen for them.
 """
 
 from __future__ import annotations
