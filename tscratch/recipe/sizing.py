@@ -82,6 +82,13 @@ class Sizing:
             self.measured[key] = step_seconds(config, batch, length, precision, **kw)
         return self.measured[key]
 
+    def eval_batches(self, passes: int, batch: int) -> int:
+        """Batches of ``passes`` validations and one test pass at ``batch`` rows each, under
+        Lightning's `limit_*_batches`."""
+        val = self.limit("val", math.ceil(len(self.splits.validation) / batch))
+        test = self.limit("test", math.ceil(len(self.splits.test) / batch))
+        return passes * val + test
+
     @staticmethod
     def run_seconds(steps: int, step: float, evals: int = 0, infer: float = 0.0) -> float:
         """Seconds of a Lightning run: ``steps`` training steps of ``step`` seconds and

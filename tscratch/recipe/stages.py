@@ -73,9 +73,7 @@ def main_stage(
     )
     eval_batch = data.get("eval_batch_size") or 2 * batch
     infer = sizing.time(f"{name} eval batch", config, eval_batch, length, train=False)
-    val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / eval_batch))
-    test = sizing.limit("test", math.ceil(len(sizing.splits.test) / eval_batch))
-    seconds = sizing.run_seconds(steps, train, epochs * val + test, infer)
+    seconds = sizing.run_seconds(steps, train, sizing.eval_batches(epochs, eval_batch), infer)
     if (vectors := vectors or view.model.get("embed_init")) is not None:
         seconds += vectors_seconds(sizing, vectors, vocab)
     shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"

@@ -38,9 +38,7 @@ def teacher_stages(sizing: Sizing, teacher_init: str) -> list[Stage]:
     frozen = teacher_init == "e5"
     train = sizing.time("teacher step", config, batch, length, frozen_embeddings=frozen)
     infer = sizing.time("teacher batch", config, INFER_BATCH, length, train=False)
-    val = sizing.limit("val", math.ceil(len(sizing.splits.validation) / (2 * batch)))
-    test = sizing.limit("test", math.ceil(len(sizing.splits.test) / (2 * batch)))
-    seconds = sizing.run_seconds(steps, train, passes * val + test, infer)
+    seconds = sizing.run_seconds(steps, train, sizing.eval_batches(passes, 2 * batch), infer)
     shortened = f" ({per_pass} batches each)" if per_pass is not None else ""
     budget = f"{passes} passes of batch {batch}{shortened}"
     what = f"fine-tune {Path(teacher_init).name} on the labels"
