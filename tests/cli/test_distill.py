@@ -22,7 +22,7 @@ from tscratch.data.encoding import encode_ids, pad_batch
 from tscratch.errors import MissingFile, UserError
 from tscratch.export import CONFIG, export
 from tscratch.recipe.distil import distil_settings, distillation_epochs
-from tscratch.recipe.settings import DataProfile
+from tscratch.recipe.profile import DataProfile
 
 TOPICS = {
     "money": ["bank", "price", "market", "stock", "trade"],

@@ -33,7 +33,7 @@ from tscratch.data.bbc_pairs import write_same_topic_pairs
 from tscratch.data.encoding import encode_texts
 from tscratch.errors import UserError
 from tscratch.export import export, load
-from tscratch.recipe.settings import estimate_tokens
+from tscratch.recipe.profile import estimate_tokens
 from tscratch.training.checkpointing import read_checkpoint
 from tscratch.training.classification import ClassificationTask
 

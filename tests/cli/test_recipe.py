@@ -25,8 +25,8 @@ from tscratch.data.tokenizer import load_tokenizer, train_tokenizer
 from tscratch.errors import UserError
 from tscratch.recipe import commands as stage_commands
 from tscratch.recipe.distil import STUDENT_DROPOUT
+from tscratch.recipe.profile import DataProfile
 from tscratch.recipe.rule import choose
-from tscratch.recipe.settings import DataProfile
 
 QUESTIONS = ["What is the capital of France ?", "Who wrote Hamlet ?", "How far is the moon ?"]
 REVIEWS = ["这家酒店的服务很好，房间也干净。", "电脑用了两天就坏了，很失望。"]

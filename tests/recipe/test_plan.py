@@ -26,7 +26,8 @@ from tscratch.recipe import commands
 from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.planner import early_stopping_given, validations
-from tscratch.recipe.settings import Choice, DataProfile
+from tscratch.recipe.profile import DataProfile
+from tscratch.recipe.settings import Choice
 from tscratch.recipe.sizing import LOOP_SECONDS, SETUP_SECONDS, Sizing, schedule, vectors_seconds
 from tscratch.recipe.stages import main_stage, padded_width, window_rows
 

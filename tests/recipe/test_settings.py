@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from tscratch.recipe import profile as measured
 from tscratch.recipe import settings as recipe
-from tscratch.recipe.settings import DataProfile, estimate_tokens
+from tscratch.recipe.profile import DataProfile, estimate_tokens
 
 
 def test_estimate_counts_words_marks_and_cjk_characters():
@@ -108,9 +109,9 @@ def test_choose_fills_only_what_is_wanted():
 
 def test_words_cut_count_a_word_of_ideographs_as_one_token():
     cut = "我们 喜欢 吃 苹果 。"  # as `tscratch.data.words.cut_words` leaves a text
-    assert recipe.estimate_counts(cut, words_cut=True) == (1 + 4 + 1, 1)  # one single: 吃
-    assert recipe.estimate_counts(cut) == (1 + 7 + 1, 7)  # read as characters
-    assert recipe.estimate_counts("GPU 很快", words_cut=True) == (1 + 2 + 1, 0)
+    assert measured.estimate_counts(cut, words_cut=True) == (1 + 4 + 1, 1)  # one single: 吃
+    assert measured.estimate_counts(cut) == (1 + 7 + 1, 7)  # read as characters
+    assert measured.estimate_counts("GPU 很快", words_cut=True) == (1 + 2 + 1, 0)
     assert DataProfile.of([cut], classes=2, words_cut=True).character_tokens == 1
 
 

@@ -9,7 +9,8 @@ from collections.abc import Collection
 from jsonargparse import Namespace
 
 from tscratch.recipe import commands, settings
-from tscratch.recipe.settings import Choice, DataProfile, wanted_options
+from tscratch.recipe.profile import DataProfile
+from tscratch.recipe.settings import Choice, wanted_options
 
 DISTIL_BATCH = 64
 """The student's batch unless the command gives one: its transfer set holds many rows per

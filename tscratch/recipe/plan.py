@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tscratch.recipe.estimate import clock
-from tscratch.recipe.settings import Choice, DataProfile
+from tscratch.recipe.profile import DataProfile
+from tscratch.recipe.settings import Choice
 
 PLAN_FILE = "plan.yaml"
 

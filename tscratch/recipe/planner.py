@@ -30,8 +30,9 @@ from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands, settings
 from tscratch.recipe.distil import distil_settings
 from tscratch.recipe.plan import Plan, write_settings
+from tscratch.recipe.profile import DataProfile, estimate_counts
 from tscratch.recipe.rule import Decision, choose
-from tscratch.recipe.settings import AUTO, Choice, DataProfile, estimate_counts, wanted_options
+from tscratch.recipe.settings import AUTO, Choice, wanted_options
 from tscratch.recipe.sizing import TEACHERS, Sizing, schedule
 from tscratch.recipe.stages import plan_stages
 from tscratch.training.losses import inverse_frequency

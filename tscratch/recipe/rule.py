@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tscratch.recipe.settings import LONG, DataProfile
+from tscratch.recipe.profile import DataProfile
+from tscratch.recipe.settings import LONG
 
 RECIPES = ("auto", "plain", "pretrain", "distil")
 

@@ -21,7 +21,8 @@ from tscratch.config import EncoderConfig
 from tscratch.data.sources import LabeledSplits
 from tscratch.errors import UserError
 from tscratch.recipe.estimate import step_seconds
-from tscratch.recipe.settings import AUTO, DataProfile
+from tscratch.recipe.profile import DataProfile
+from tscratch.recipe.settings import AUTO
 
 SETUP_SECONDS = 15.0
 """Allowance per command for what is not a step and not sized: imports, reading and encoding the

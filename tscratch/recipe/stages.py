@@ -18,7 +18,7 @@ from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands
 from tscratch.recipe import sizing as sized
 from tscratch.recipe.plan import Stage
-from tscratch.recipe.settings import DataProfile
+from tscratch.recipe.profile import DataProfile
 from tscratch.recipe.sizing import Sizing, encoder, schedule, vectors_seconds
 from tscratch.recipe.teachers import logits_stage, teacher_stages
 

@@ -11,7 +11,7 @@ from tscratch.config import EncoderConfig
 from tscratch.recipe import commands
 from tscratch.recipe import sizing as sized
 from tscratch.recipe.plan import Stage
-from tscratch.recipe.settings import DataProfile
+from tscratch.recipe.profile import DataProfile
 from tscratch.recipe.sizing import Sizing
 
 INFER_BATCH = 32
