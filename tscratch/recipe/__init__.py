@@ -1,8 +1,9 @@
 """The recipe: what `tscratch fit` does with a dataset, decided from the data before any work.
 
 Between the training side (`tscratch.training`) and the commands (`tscratch.cli`):
+- `profile`: what the rules read from the training split (token estimates, `DataProfile`);
 - `settings`: the rules behind `auto` options (length, vocabulary, token dropout, token pairs,
-  passes) and the training split's profile they read;
+  passes);
 - `rule`: which stages run first (`plain`, `pretrain`, `distil`) and why;
 - `commands`: the stage commands and the budgets that size them;
 - `estimate`: a step's measured time on this machine;

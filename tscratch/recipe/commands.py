@@ -22,6 +22,7 @@ from tscratch.data.transfer import DEFAULT_COPIES
 from tscratch.errors import UserError
 from tscratch.pretrained.sources import PACKAGES
 from tscratch.recipe import settings as rules
+from tscratch.recipe.profile import DataProfile
 
 PRETRAIN_TOKENS = 10_000_000
 SHORT_PRETRAIN_TOKENS = 17_000_000
@@ -130,7 +131,7 @@ def stage_vectors(lang: str) -> str | None:
     return source if source is not None and teacher_installed(source) else None
 
 
-def stage_budget(config: Namespace, profile: rules.DataProfile) -> tuple[int, str]:
+def stage_budget(config: Namespace, profile: DataProfile) -> tuple[int, str]:
     """The pretraining stage's masked-LM tokens (`--pretrain_tokens`, else by the texts' median
     length: `SHORT_PRETRAIN_TOKENS` below `rules.LONG` tokens, `PRETRAIN_TOKENS` from it) and
     why, in words for the log."""
@@ -152,7 +153,7 @@ def stage_budget(config: Namespace, profile: rules.DataProfile) -> tuple[int, st
     return PRETRAIN_TOKENS, why
 
 
-def stage_epochs(config: Namespace, profile: rules.DataProfile) -> int:
+def stage_epochs(config: Namespace, profile: DataProfile) -> int:
     """Passes of the pretraining stage: its token budget over the split, within `PRETRAIN_EPOCHS`.
     Pretraining cuts each document into rows and reads them all, so a pass costs every token of
     the split (not the first `max_length` of each text, as in fit)."""
@@ -181,24 +182,24 @@ def teacher_schedule(rows: int) -> tuple[int, int, int | None]:
     return batch, epochs, (per_pass if math.ceil(rows / batch) > per_pass else None)
 
 
-def stage_vocab_size(config: Namespace, profile: rules.DataProfile) -> int:
+def stage_vocab_size(config: Namespace, profile: DataProfile) -> int:
     """The pretraining stage's vocabulary: the run's, or the `auto` rule's when it is `auto`."""
     vocab = config.data.vocab_size
     return rules.vocab_size(profile).value if vocab == rules.AUTO else vocab
 
 
-def pretrain_length(profile: rules.DataProfile) -> int:
+def pretrain_length(profile: DataProfile) -> int:
     """Row length of the pretraining stage: `PRETRAIN_LENGTH`, shorter for short texts."""
     return min(PRETRAIN_LENGTH, rules.max_length(profile, None).value)
 
 
-def teacher_length(profile: rules.DataProfile) -> int:
+def teacher_length(profile: DataProfile) -> int:
     """Longest row the teacher reads: `TEACHER_LENGTH`, shorter for short texts."""
     return min(TEACHER_LENGTH, rules.max_length(profile, None).value)
 
 
 def pretrain_command(
-    config: Namespace, profile: rules.DataProfile, embed_init: str | None = None
+    config: Namespace, profile: DataProfile, embed_init: str | None = None
 ) -> list[str]:
     """`tscratch pretrain` on the main run's training split, with its architecture (its token
     embeddings starting from ``embed_init``'s vectors when given)."""
@@ -230,7 +231,7 @@ def pretrain_command(
     return ["pretrain", *flags, *trainer_flags(config)]
 
 
-def teacher_command(config: Namespace, profile: rules.DataProfile, teacher_init: str) -> list[str]:
+def teacher_command(config: Namespace, profile: DataProfile, teacher_init: str) -> list[str]:
     """`tscratch fit --config minilm` from ``teacher_init`` on the main run's splits (e5's word
     vectors kept fixed: 96M of its 117M parameters, one per piece of 100 languages)."""
     length = teacher_length(profile)
