@@ -33,9 +33,8 @@ with its reason, and the run's `config.yaml` records the values, not `auto`:
   more than 0.1 points, so a few validations without a better score are as likely noise as a
   plateau, and the whole budget runs (the best checkpoint is still the one kept).
 
-The profile the rules read (`tscratch.recipe.profile.DataProfile`) estimates lengths without a
-tokenizer, so it costs one pass over the text and nothing depends on a tokenizer trained for
-one `max_length`.
+The rules read the training split's profile (`tscratch.recipe.profile.DataProfile`, which
+says how it is measured).
 """
 
 from __future__ import annotations
