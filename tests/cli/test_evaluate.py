@@ -21,9 +21,9 @@ from tscratch.errors import MissingFile
 
 
 @pytest.mark.slow
-def test_evaluates_the_checkpoint_on_its_own_test_split(run_script, tiny_run, tmp_path):
+def test_evaluates_the_checkpoint_on_its_own_test_split(run_main, tiny_run, tmp_path):
     ckpt = tiny_run.run / "checkpoints" / "last.ckpt"
-    proc = run_script("test.py", "--model", ckpt, cwd=tmp_path)
+    proc = run_main("test.py", "--model", ckpt, cwd=tmp_path)
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads(proc.stdout.strip().splitlines()[-1])

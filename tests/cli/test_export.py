@@ -46,8 +46,8 @@ def test_exports_the_tiny_run_with_onnx(best_ckpt, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_script_exits_2_with_one_line(run_script, tmp_path):
-    proc = run_script("export.py", "--model", "missing.ckpt", "--out", "out", cwd=tmp_path)
+def test_script_exits_2_with_one_line(run_main, tmp_path):
+    proc = run_main("export.py", "--model", "missing.ckpt", "--out", "out", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == "error: --model missing.ckpt: no such file\n"
     assert list(tmp_path.iterdir()) == []

@@ -105,13 +105,20 @@ VALID = [
 ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def documented_verdicts(fit_parser) -> list[tuple[list[str], str | None]]:
+    """Each documented `tscratch fit` line with the full parser's verdict (`full_line`), parsed
+    once for the tests that read them (each parse builds a run's whole configuration)."""
+    return [(args, full_line(fit_parser, args)) for args in documented_fit_lines()]
+
+
 @pytest.mark.slow
-def test_the_precheck_refuses_nothing_the_full_parser_accepts(fit_parser):
-    lines = documented_fit_lines()
-    assert len(lines) > 20  # the extractor found the docs' examples
+def test_the_precheck_refuses_nothing_the_full_parser_accepts(fit_parser, documented_verdicts):
+    assert len(documented_verdicts) > 20  # the extractor found the docs' examples
+    verdicts = [*documented_verdicts, *((args, full_line(fit_parser, args)) for args in VALID)]
     accepted = 0
-    for args in [*lines, *VALID]:
-        if full_line(fit_parser, args) is None:
+    for args, line in verdicts:
+        if line is None:
             accepted += 1
             assert quick_line("fit", args) is None, args
     assert accepted > 20
@@ -274,15 +281,14 @@ def test_a_config_line_is_its_first_sentence():
 
 
 @pytest.mark.slow
-def test_every_documented_fit_line_is_one_the_full_parser_accepts(fit_parser):
+def test_every_documented_fit_line_is_one_the_full_parser_accepts(documented_verdicts):
     # A line of one bare option is a mention in prose (`--model.init_from`), not a command;
     # --help-all is read by `tscratch.cli.run` before the parser; a --config under
     # lightning_logs/ is a file an earlier documented command writes (tscratch sweep's best).
     refused = {}
-    for args in documented_fit_lines():
+    for args, line in documented_verdicts:
         if len(args) == 1 and args[0].startswith("--"):
             continue
-        line = full_line(fit_parser, args)
         if line is not None and not line.startswith('Parser key "config": File does not exist'):
             refused[" ".join(args)] = line
     assert refused == {}

@@ -231,7 +231,7 @@ def test_a_checkpoint_carrying_code_is_refused_without_running_it(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["fit.py", "predict.py"])
-def test_scripts_refuse_a_checkpoint_carrying_code(run_script, tmp_path, script):
+def test_scripts_refuse_a_checkpoint_carrying_code(run_main, tmp_path, script):
     path, marker = tmp_path / "evil.ckpt", tmp_path / "pwned"
     _evil_checkpoint(path, marker)
     args = ["--ckpt_path", path]
@@ -240,7 +240,7 @@ def test_scripts_refuse_a_checkpoint_carrying_code(run_script, tmp_path, script)
     else:
         args += ["some text"]
 
-    proc = run_script(script, *args, cwd=tmp_path)
+    proc = run_main(script, *args, cwd=tmp_path)
 
     assert proc.returncode == 2, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr
@@ -251,12 +251,12 @@ def test_scripts_refuse_a_checkpoint_carrying_code(run_script, tmp_path, script)
 
 
 @pytest.mark.slow
-def test_fit_names_a_truncated_checkpoint_in_one_line(run_script, tmp_path):
+def test_fit_names_a_truncated_checkpoint_in_one_line(run_main, tmp_path):
     path = tmp_path / "last.ckpt"
     atomic_save(_checkpoint(), path)
     _truncate(path)
 
-    proc = run_script(
+    proc = run_main(
         "fit.py", "--config", TINY_YAML, "--trainer.default_root_dir", tmp_path / "root",
         "--ckpt_path", path, cwd=tmp_path,
     )  # fmt: skip

@@ -43,7 +43,7 @@ def test_ckpt_path_last_in_an_empty_root_starts_a_new_run(tiny_run):
 
 
 @pytest.mark.slow
-def test_ckpt_path_last_continues_the_newest_run(tiny_run, run_script, tmp_path):
+def test_ckpt_path_last_continues_the_newest_run(tiny_run, run_main, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(tiny_run.root, root)
     last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
@@ -51,7 +51,7 @@ def test_ckpt_path_last_continues_the_newest_run(tiny_run, run_script, tmp_path)
     assert steps == 8  # tiny.yaml: limit_train_batches 8, max_epochs 1
     events_before = set((last.parents[1]).glob("events.out.tfevents.*"))
 
-    proc = run_script(
+    proc = run_main(
         "fit.py", "--config", TINY_YAML,
         "--trainer.default_root_dir", root, "--ckpt_path", "last",
         "--trainer.max_epochs", "2", "--test", "false", cwd=root,
@@ -67,8 +67,8 @@ def test_ckpt_path_last_continues_the_newest_run(tiny_run, run_script, tmp_path)
 
 
 @pytest.mark.slow
-def test_missing_ckpt_path_is_one_error_line(run_script, tmp_path):
-    proc = run_script(
+def test_missing_ckpt_path_is_one_error_line(run_main, tmp_path):
+    proc = run_main(
         "fit.py", "--config", TINY_YAML,
         "--trainer.default_root_dir", tmp_path, "--ckpt_path", "/missing.ckpt", cwd=tmp_path,
     )  # fmt: skip
