@@ -11,7 +11,6 @@ predict.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -29,13 +28,13 @@ from tscratch.pretrained import Pretrained
 from tscratch.training.distillation import check_distillation, needs_pooled, teacher_terms
 from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
-from tscratch.training.losses import check_class_weights, classification_loss
+from tscratch.training.losses import check_class_weights, check_loss_options, classification_loss
 from tscratch.training.multilabel import (
     MultiLabelObjective,
     check_multilabel_options,
     multilabel_metrics,
 )
-from tscratch.training.optim import OptimizerConfig, encoder_lr_scales
+from tscratch.training.optim import OptimizerConfig, check_fine_tuning, encoder_lr_scales
 from tscratch.training.task import EncoderTask
 
 log = logging.getLogger(__name__)
@@ -150,16 +149,8 @@ class ClassificationTask(EncoderTask):
             )
         if not 0.0 <= token_dropout < 1.0:
             raise UserError(f"token_dropout ({token_dropout}) must be in [0, 1)")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
-        if loss not in ("cross_entropy", "focal"):
-            raise UserError(f"loss {loss!r} must be 'cross_entropy' or 'focal'")
-        if not (math.isfinite(focal_gamma) and focal_gamma >= 0):
-            raise UserError(f"focal_gamma ({focal_gamma}) must be >= 0 (0 is cross-entropy)")
-        if head_lr is not None and not head_lr > 0:
-            raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
-        if not 0.0 < layer_lr_decay <= 1.0:
-            raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
+        check_loss_options(loss, focal_gamma, label_smoothing)
+        check_fine_tuning(head_lr, layer_lr_decay)
         check_distillation(teacher, distill_weight, similarity_weight)
         if embed_init is not None and init_from is not None:
             raise UserError(

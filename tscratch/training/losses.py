@@ -69,6 +69,16 @@ def classification_loss(
     return F.cross_entropy(logits.float(), labels, weight=weight, label_smoothing=label_smoothing)
 
 
+def check_loss_options(loss: str, focal_gamma: float, label_smoothing: float) -> None:
+    """One `UserError` line for a loss name, focusing exponent or smoothing out of range."""
+    if not 0.0 <= label_smoothing < 1.0:
+        raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
+    if loss not in ("cross_entropy", "focal"):
+        raise UserError(f"loss {loss!r} must be 'cross_entropy' or 'focal'")
+    if not (math.isfinite(focal_gamma) and focal_gamma >= 0):
+        raise UserError(f"focal_gamma ({focal_gamma}) must be >= 0 (0 is cross-entropy)")
+
+
 def inverse_frequency(counts: Sequence[int], label_names: Sequence[str]) -> list[float]:
     """Weights proportional to 1 / count, scaled to average 1 over the classes.
 

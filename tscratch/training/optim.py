@@ -86,6 +86,14 @@ def encoder_lr_scales(
     return scale
 
 
+def check_fine_tuning(head_lr: float | None, layer_lr_decay: float) -> None:
+    """One `UserError` line for a head rate that is not positive or a decay outside (0, 1]."""
+    if head_lr is not None and not head_lr > 0:
+        raise UserError(f"head_lr ({head_lr}) must be positive, or unset to use lr")
+    if not 0.0 < layer_lr_decay <= 1.0:
+        raise UserError(f"layer_lr_decay ({layer_lr_decay}) must be in (0, 1]")
+
+
 def resolve_warmup(warmup_steps: int | float, total_steps: int) -> int:
     """An int is a step count; a float in [0, 1) is a fraction of `total_steps`."""
     if isinstance(warmup_steps, float):
