@@ -94,9 +94,16 @@ def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
     assert DataProfile.of(texts, classes=2).character_reading is None
     large = replace(words, total_tokens=500_000, character_reading=1_000_000)
     chosen = recipe.vocab_size(large)
-    assert chosen.value == 8000  # 125 characters per entry; 500,000 words would give 4,000
-    assert "1,000,000 training tokens (counted a token per ideograph" in chosen.reason
+    # 62 ideographs per entry (a words table aims at 50); 500,000 words would give 4,000
+    assert chosen.value == 16000
+    assert chosen.reason == (
+        "1,000,000 training tokens (counted a token per ideograph; the entries are words): 62 "
+        "per entry (aim 50+)"
+    )
     assert recipe.vocab_size(replace(large, character_reading=None)).value == 4000
+    # THUCNews titles' 858,815 ideographs: 53 an entry of 16,000 (8,000 at 100 an entry)
+    assert recipe.vocab_size(replace(large, character_reading=858_815)).value == 16000
+    assert recipe.vocab_size(replace(large, character_reading=799_999)).value == 8000
 
 
 @pytest.mark.parametrize(
