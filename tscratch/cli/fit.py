@@ -256,7 +256,7 @@ class TScratchCLI(LightningCLI):
             warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
         if config.trainer.logger in (None, True):
             config.trainer.logger = Namespace(
-                class_path="tscratch.training.run_logger.RunLogger",
+                class_path="lightning.pytorch.loggers.TensorBoardLogger",
                 init_args=Namespace(
                     save_dir=str(root), name=RUNS, version=version, default_hp_metric=False
                 ),
