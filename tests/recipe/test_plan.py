@@ -25,11 +25,11 @@ from tscratch.nn.positions import POSITIONS, position_is_learned, position_schem
 from tscratch.recipe import commands
 from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
-from tscratch.recipe.stopping import early_stopping_given, validations
 from tscratch.recipe.profile import DataProfile
 from tscratch.recipe.settings import Choice
 from tscratch.recipe.sizing import LOOP_SECONDS, SETUP_SECONDS, Sizing, schedule, vectors_seconds
 from tscratch.recipe.stages import main_stage, padded_width, window_rows
+from tscratch.recipe.stopping import early_stopping_given, validations
 
 
 def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
