@@ -101,7 +101,7 @@ def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
         "per entry (aim 50+)"
     )
     assert recipe.vocab_size(replace(large, character_reading=None)).value == 4000
-    # THUCNews titles' 858,815 ideographs: 53 an entry of 16,000 (8,000 at 100 an entry)
+    # THUCNews titles: 858,815 tokens read one per ideograph, 53 an entry of 16,000 (8,000 at 100)
     assert recipe.vocab_size(replace(large, character_reading=858_815)).value == 16000
     assert recipe.vocab_size(replace(large, character_reading=799_999)).value == 8000
 

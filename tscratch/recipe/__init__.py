@@ -11,5 +11,6 @@ Between the training side (`tscratch.training`) and the commands (`tscratch.cli`
   pretrained encoder takes to read a vocabulary for its vectors;
 - `stages`: each part of the run with its steps and estimated time (`teachers`: the teacher's
   fine-tuning and its reading of the transfer set);
+- `stopping`: `--patience`, its checks and what `auto` chooses;
 - `plan`: the frozen `Plan` that holds all of it; `planner.make_plan` builds it.
 """

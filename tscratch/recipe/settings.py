@@ -22,7 +22,7 @@ with its reason, and the run's `config.yaml` records the values, not `auto`:
 - `data.vocab_size`: the largest of 2k, 4k, ... 32k entries that the training text fills with
   at least `TOKENS_PER_ENTRY` tokens each on average (at least 2k): an entry seen a handful of
   times learns an embedding that only memorises, where its pieces would generalise. A table of
-  jieba's words is sized by the text's ideographs, `WORD_TOKENS_PER_ENTRY` a word.
+  jieba's words is sized by the text's ideographs, `WORD_TOKENS_PER_ENTRY` an entry.
 - `trainer.max_epochs` (when neither it nor `max_steps` is given): a fixed budget of
   `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost), at least 2 and at
   most 40 passes: short or small data get more passes, each one cheap, large data fewer.
@@ -70,10 +70,10 @@ news articles rows of 512 scored as well as rows covering 95% of the text, in a 
 TOKENS_PER_ENTRY = 100
 WORD_TOKENS_PER_ENTRY = 50
 """Ideographs of training text per entry of a table of jieba's words: half `TOKENS_PER_ENTRY`,
-as a word token holds one to four ideographs and its vector starts from e5's view of the word.
-On both Chinese sets here it doubles the table (8,000 -> 16,000 words); best validation rose on
-both seeds of each, by 0.7 points on THUCNews titles and 0.2 on ChnSentiCorp (docs/results.md,
-"Chinese read as words")."""
+as a word token mostly holds one to four ideographs and its vector starts from e5's view of the
+word. On both Chinese sets here it doubles the table (8,000 -> 16,000 words); best validation
+rose on both seeds of each, by 0.7 points on THUCNews titles and 0.2 on ChnSentiCorp (1 and 3
+reviews), whose test accuracy fell 0.5 (docs/results.md, "Chinese read as words")."""
 VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
 TARGET_TOKENS = 7_000_000
 """Training tokens the epoch rule aims at (BBC News: 1,778 articles, ~890k tokens per epoch)."""

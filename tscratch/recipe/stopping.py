@@ -20,7 +20,7 @@ from tscratch.recipe.sizing import Sizing, schedule
 def check_patience(config: Namespace) -> None:
     """Refuse a `--patience` that is not a number of validations, or one beside an
     `EarlyStopping` the command adds itself (two stoppers would share one saved state);
-    `check_recipe_options` calls it."""
+    `planner.check_recipe_options` calls it."""
     patience = config.get("patience")
     if patience is None or patience == AUTO:
         return
