@@ -132,7 +132,7 @@ def test_a_teacher_of_other_labels_stops_the_run_with_one_line(world, capsys):
     code, _ = fit_in_process(args, world["cache"])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1, errors
-    assert not (world["base"] / "mismatch").exists()  # before the run folder is made
+    assert not (world["base"] / "mismatch").exists()  # the claimed run folder handed back
     assert (
         "predicts labels ['money', 'sport', 'tech'] but the data has labels ['finance', "
         in errors[0]

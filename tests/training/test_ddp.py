@@ -103,6 +103,8 @@ def test_cli_trains_on_two_cpu_processes_with_disjoint_shards(shared_cache, tmp_
         assert ranks[0]["metrics"][key] == ranks[1]["metrics"][key], key
     last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     assert last.is_file()
+    # one run folder: the second process claimed none of its own (`RunLogger`)
+    assert [p.name for p in (root / "lightning_logs").iterdir()] == ["version_0"]
 
 
 @pytest.mark.slow

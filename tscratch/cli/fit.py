@@ -45,7 +45,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
 from jsonargparse import Namespace
@@ -59,6 +59,7 @@ from tscratch.cli.checks import (
     check_root_dir,
     check_trainer_ranges,
 )
+from tscratch.cli.fit_arguments import add_run_arguments
 from tscratch.cli.fit_pairs import settle_token_types
 from tscratch.cli.fit_plan import PlanFile, PlanShown, save_plan
 from tscratch.cli.fit_quick import given_options
@@ -78,11 +79,8 @@ from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import UserError, report
 from tscratch.pretrained import Pretrained
-from tscratch.recipe.commands import PRETRAIN_OBJECTIVE, PRETRAIN_TOKENS, SHORT_PRETRAIN_TOKENS
 from tscratch.recipe.plan import Plan
 from tscratch.recipe.planner import check_recipe_options, make_plan
-from tscratch.recipe.rule import RECIPES
-from tscratch.recipe.settings import LONG
 from tscratch.training.baseline_bar import BaselineBar
 from tscratch.training.callbacks import GracefulStop, resume_command
 from tscratch.training.checkpointing import (
@@ -91,9 +89,9 @@ from tscratch.training.checkpointing import (
 )
 from tscratch.training.classification import ClassificationTask
 from tscratch.training.init_from import adopt_architecture, resolve_init_source
-from tscratch.training.masked_lm import Objective
 from tscratch.training.pictures import ValidationPictures
 from tscratch.training.precision import default_precision
+from tscratch.training.run_logger import RunLogger
 from tscratch.training.throughput import TokenThroughput
 
 log = logging.getLogger("tscratch")
@@ -170,64 +168,11 @@ class TScratchCLI(LightningCLI):
             help="Resume from this checkpoint; 'last' resumes the newest run under "
             "default_root_dir (starts a new run if there is none).",
         )
-        if self.test_after_fit:
-            parser.add_argument(
-                "--test", type=bool, default=True, help="Evaluate the best checkpoint on test."
-            )
-        if self.test_after_fit and issubclass(self._datamodule_class, TextClassificationData):
-            parser.add_argument(
-                "--baseline",
-                type=bool,
-                default=True,
-                help="Fit TF-IDF + logistic regression on the same training split and report "
-                "it beside the test score (seconds; cached per split).",
-            )
-            parser.add_argument(
-                "--recipe",
-                type=Literal[RECIPES],  # type: ignore[valid-type]
-                default="plain",
-                help="The stages before training on the labels: plain (none), pretrain "
-                "(masked-LM on the training texts), distil (fine-tune a pretrained teacher, "
-                "then learn its logits), auto (chosen from the data by a printed rule; "
-                "default.yaml's choice). See docs/training.md.",
-            )
-            parser.add_argument(
-                "--plan",
-                action="store_true",
-                help="Print the plan (recipe, stages, budgets, estimated times, settings chosen "
-                "from the data) and stop, training nothing.",
-            )
-            parser.add_argument(
-                "--patience",
-                type=int | Literal["auto"] | None,
-                default=None,
-                help="Stop training when the best checkpoint's metric has not improved for this "
-                "many validations (the best checkpoint is kept); auto: chosen by the plan from "
-                "the validations it plans (default.yaml's choice); null: train the whole budget.",
-            )
-            parser.add_argument(
-                "--pretrain_tokens",
-                type=int | None,
-                default=None,
-                help="Masked-LM training tokens of the pretrain recipe's stage, within 3-30 "
-                f"passes (default: {SHORT_PRETRAIN_TOKENS // 10**6}M for texts of a median "
-                f"under {LONG} tokens, {PRETRAIN_TOKENS // 10**6}M for longer ones; BBC News: 10M "
-                "is 11 passes; more passes score higher and cost more; docs/results.md).",
-            )
-            parser.add_argument(
-                "--pretrain_objective",
-                type=Objective,
-                default=PRETRAIN_OBJECTIVE,
-                help="The pretrain recipe's objective: mlm (BERT's masked LM) or electra "
-                "(replaced-token detection, which learns from every token; docs/training.md).",
-            )
-            parser.add_argument(
-                "--teacher_init",
-                type=str,
-                default="minilm",
-                help="The pretrained encoder the distil recipe fine-tunes as its teacher: "
-                "minilm (English), e5 (multilingual-e5-small, ~100 languages) or a folder.",
-            )
+        add_run_arguments(
+            parser,
+            test=self.test_after_fit,
+            recipe=issubclass(self._datamodule_class, TextClassificationData),
+        )
 
     def check_resume(self) -> None:
         """Refuse a `--ckpt_path` of another architecture (before anything is written), then
@@ -256,7 +201,7 @@ class TScratchCLI(LightningCLI):
             warnings.filterwarnings("ignore", message="Checkpoint directory .* is not empty")
         if config.trainer.logger in (None, True):
             config.trainer.logger = Namespace(
-                class_path="lightning.pytorch.loggers.TensorBoardLogger",
+                class_path=f"{RunLogger.__module__}.{RunLogger.__qualname__}",
                 init_args=Namespace(
                     save_dir=str(root), name=RUNS, version=version, default_hp_metric=False
                 ),
@@ -317,6 +262,13 @@ class TScratchCLI(LightningCLI):
         super().parse_arguments(parser, args)
 
 
+def release_run_folder(cli: TScratchCLI | None) -> None:
+    """Hand back the run folder a refused run claimed and left empty (`RunLogger.release`)."""
+    logger = getattr(getattr(cli, "trainer", None), "logger", None)
+    if isinstance(logger, RunLogger):
+        logger.release()
+
+
 def trainer_defaults(extra_callbacks: list[L.Callback] | None = None) -> dict[str, Any]:
     """What every run gets unless its config says otherwise; `extra_callbacks` are appended."""
     return {
@@ -341,6 +293,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
     `callbacks` join the Trainer's own (tscratch sweep passes its pruning callback).
     """
     console()
+    cli = None
     try:
         cli = build_cli(
             TScratchCLI,
@@ -392,6 +345,7 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
     except PlanShown:  # --plan: printed, nothing trained
         return 0
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
+        release_run_folder(cli)
         return report(error)
     except StageInterrupted as stop:
         log.info("%s; continue the run: %s", stop, resume_command())

@@ -1,0 +1,61 @@
+"""The run's logger: Lightning's TensorBoardLogger, its new `version_N` folder claimed atomically.
+
+Lightning numbers a new run by listing `lightning_logs/` and taking the next free number, and
+creates the folder later, when it first writes there. Two runs started together in one folder
+(seeds launched in a shell loop, say) can read the same listing and share `version_N`: each
+writes its checkpoints and events among the other's, and the two `last.ckpt` overwrite each
+other. `RunLogger` creates the folder it picks in the same step (an `mkdir` that fails when the
+folder exists) and moves on to the next number when another run was first. `tscratch fit`,
+`tscratch pretrain` and the headline task use it for the run folder they make themselves. A run
+refused before it wrote anything (a `UserError` in setup) hands its claim back (`release`), so a
+mistake leaves no empty folder behind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+
+
+class RunLogger(TensorBoardLogger):
+    """`TensorBoardLogger` whose next version is the first free number its process could create.
+
+    Only a new run's number is claimed (an explicit ``version``, as a resume passes, is used as
+    given), and only by the main process on a local disk: other processes of a multi-process run
+    take the number Lightning hands them, and a remote store keeps Lightning's listing.
+    """
+
+    created: list[Path]
+    """The folders this logger made, outermost first (`release` removes them while empty)."""
+
+    def _get_next_version(self) -> int:
+        version = super()._get_next_version()
+        if rank_zero_only.rank != 0 or not _local(self.root_dir):
+            return version
+        runs = Path(self.root_dir)
+        missing = [p for p in (*reversed(runs.parents), runs) if not p.exists()]
+        runs.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                (runs / f"version_{version}").mkdir()
+            except FileExistsError:  # another run claimed it since the listing
+                version += 1
+                continue
+            self.created = [*missing, runs / f"version_{version}"]
+            return version
+
+    def release(self) -> None:
+        """Remove the folders this logger created, innermost first, while they are empty."""
+        for folder in reversed(getattr(self, "created", [])):
+            try:
+                folder.rmdir()
+            except OSError:  # written into (or gone): keep it and what holds it
+                break
+        self.created = []
+
+
+def _local(path: str) -> bool:
+    """Whether ``path`` names a folder on this machine's disk (no ``s3://``-style protocol)."""
+    return "://" not in str(path)
