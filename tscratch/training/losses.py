@@ -69,10 +69,16 @@ def classification_loss(
     return F.cross_entropy(logits.float(), labels, weight=weight, label_smoothing=label_smoothing)
 
 
-def check_loss_options(loss: str, focal_gamma: float, label_smoothing: float) -> None:
-    """One `UserError` line for a loss name, focusing exponent or smoothing out of range."""
+def check_label_smoothing(label_smoothing: float) -> None:
+    """One `UserError` line for a smoothing share outside [0, 1) (the classifier's and the
+    headline model's)."""
     if not 0.0 <= label_smoothing < 1.0:
         raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
+
+
+def check_loss_options(loss: str, focal_gamma: float, label_smoothing: float) -> None:
+    """One `UserError` line for a loss name, focusing exponent or smoothing out of range."""
+    check_label_smoothing(label_smoothing)
     if loss not in ("cross_entropy", "focal"):
         raise UserError(f"loss {loss!r} must be 'cross_entropy' or 'focal'")
     if not (math.isfinite(focal_gamma) and focal_gamma >= 0):

@@ -30,6 +30,7 @@ from tscratch.pretrained import Pretrained
 from tscratch.seq2seq import Seq2SeqConfig, TransformerSeq2Seq, generate
 from tscratch.training.hparams import config_arguments
 from tscratch.training.init_from import load_encoder, resolve_init_source
+from tscratch.training.losses import check_label_smoothing
 from tscratch.training.optim import OptimizerConfig
 from tscratch.training.rouge import f_measures, rouge_metric
 from tscratch.training.task import EncoderTask
@@ -76,8 +77,7 @@ class Seq2SeqTask(EncoderTask):
                 CLI then takes the architecture and the tokenizer from it. The decoder is new.
         """
         super().__init__(optim)  # `config_arguments` saves the hyperparameters, flat
-        if not 0.0 <= label_smoothing < 1.0:
-            raise UserError(f"label_smoothing ({label_smoothing}) must be in [0, 1)")
+        check_label_smoothing(label_smoothing)
         for name, value in (("max_new_tokens", max_new_tokens), ("num_beams", num_beams)):
             if value < 1:
                 raise UserError(f"{name} ({value}) must be at least 1")
