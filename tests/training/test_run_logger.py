@@ -3,6 +3,8 @@ started together in one folder never share one."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from tscratch.training.run_logger import RunLogger
@@ -62,3 +64,21 @@ def test_release_removes_the_folders_it_made_while_empty_and_keeps_written_ones(
         "version_0",
         "version_1",
     ]
+
+
+def test_the_folder_claimed_is_the_one_lightning_writes_to_with_home_and_dots(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    logger = RunLogger("~/runs", name="lightning_logs")
+    assert logger.version == 0
+    assert Path(logger.log_dir) == tmp_path / "home" / "runs" / "lightning_logs" / "version_0"
+    assert Path(logger.log_dir).is_dir() and not (tmp_path / "~").exists()  # no literal ~ folder
+    logger.release()
+    assert not (tmp_path / "home").exists()
+    (tmp_path / "keep").mkdir()  # the user's, empty: `new/..` must not count it as made here
+    logger = RunLogger("new/../keep/sub", name="lightning_logs")
+    assert logger.version == 0 and (tmp_path / "keep" / "sub" / "lightning_logs").is_dir()
+    logger.release()
+    assert (tmp_path / "keep").is_dir() and not (tmp_path / "keep" / "sub").exists()

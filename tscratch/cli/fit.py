@@ -263,7 +263,8 @@ class TScratchCLI(LightningCLI):
 
 
 def release_run_folder(cli: TScratchCLI | None) -> None:
-    """Hand back the run folder a refused run claimed and left empty (`RunLogger.release`)."""
+    """Hand back the run folder this run claimed if it is still empty (`RunLogger.release`);
+    a run that wrote anything keeps its folder."""
     logger = getattr(getattr(cli, "trainer", None), "logger", None)
     if isinstance(logger, RunLogger):
         logger.release()
@@ -345,9 +346,10 @@ def main(args: list[str] | None = None, callbacks: list[L.Callback] | None = Non
     except PlanShown:  # --plan: printed, nothing trained
         return 0
     except UserError as error:  # bad input: one line, exit 2; anything else is a bug
-        release_run_folder(cli)
         return report(error)
     except StageInterrupted as stop:
         log.info("%s; continue the run: %s", stop, resume_command())
         return stop.code
+    finally:  # refused or stopped before the run wrote anything: no empty folder left
+        release_run_folder(cli)
     return 0
