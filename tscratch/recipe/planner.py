@@ -26,6 +26,8 @@ from tscratch.data.tokenizer import load_tokenizer, reads_words
 from tscratch.data.words import cut_words, jieba_installed
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
+from tscratch.pretrained.m3e import LICENCE as M3E_LICENCE
+from tscratch.pretrained.m3e import M3E
 from tscratch.recipe import commands, settings
 from tscratch.recipe.distil import distil_settings
 from tscratch.recipe.plan import Plan, write_settings
@@ -91,6 +93,8 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
         notes.append("the model starts from the stage's encoder and tokenizer (--model.init_from)")
     elif decision.recipe == "distil":
         notes.append("the student learns the teacher stage's logits (--model.teacher)")
+        if teacher_init == M3E:  # opt-in only: its licence is not tscratch's
+            notes.append(f"{M3E}: {M3E_LICENCE}")
         if own_vocabulary:
             notes.append(
                 f"the student reads the teacher's vocabulary, its vectors from {teacher_init}'s "

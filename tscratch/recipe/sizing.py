@@ -20,6 +20,8 @@ from jsonargparse import Namespace
 from tscratch.config import EncoderConfig
 from tscratch.data.sources import LabeledSplits
 from tscratch.errors import UserError
+from tscratch.pretrained.m3e import M3E
+from tscratch.pretrained.m3e import SHAPE as M3E_SHAPE
 from tscratch.recipe.estimate import step_seconds
 from tscratch.recipe.profile import DataProfile
 from tscratch.recipe.settings import AUTO
@@ -37,6 +39,7 @@ it comes from)."""
 TEACHERS = {
     "minilm": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 6, "vocab_size": 30522},
     "e5": {"d_model": 384, "num_heads": 12, "d_ff": 1536, "num_layers": 12, "vocab_size": 250002},
+    M3E: M3E_SHAPE,
 }  # fmt: skip
 """Shapes of the packaged encoders (teachers, and the sources of `--model.embed_init` vectors),
 for their time estimates; any other (a folder, a checkpoint) is estimated as MiniLM-sized."""
