@@ -60,8 +60,8 @@ def distillation_epochs(
     high = max(1, round(MAX_READINGS / (1 + copies)))
     value = min(high, max(1, round(settings.TARGET_TOKENS / per_epoch)))
     reason = (
-        f"{value} passes over about {per_epoch:,} tokens (the texts and {whole} full-length "
-        f"copies of each; aim {settings.TARGET_TOKENS / 1e6:g}M tokens, 1-{high} passes, so a "
-        f"text and its copies are read at most ~{MAX_READINGS} times)"
+        f"{value} pass{'es' * (value != 1)} over about {per_epoch:,} tokens (the texts and "
+        f"{whole} full-length copies of each; aim {settings.TARGET_TOKENS / 1e6:g}M tokens, "
+        f"1-{high} passes, so a text and its copies are read at most ~{MAX_READINGS} times)"
     )
     return Choice("trainer.max_epochs", value, reason)
