@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tscratch.recipe import settings as recipe
-from tscratch.recipe.profile import DataProfile, estimate_tokens
+from tscratch.recipe.profile import DataProfile, estimate_tokens, recurring_words
 
 
 def profile(median: int, p95: int, rows: int = 1000, total: int | None = None) -> DataProfile:
@@ -91,8 +91,10 @@ def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
     texts = ["我们 喜欢 吃 苹果 。 今天 很 好"] * 40  # 7 words of 11 ideographs, and a mark
     words = DataProfile.of(texts, classes=2, words_cut=True)
     assert (words.total_tokens, words.character_reading) == (40 * 9, 40 * 13)
+    assert words.recurring_words == 4  # 我们 喜欢 苹果 今天: single ideographs are not counted
     assert DataProfile.of(texts, classes=2).character_reading is None
-    large = replace(words, total_tokens=500_000, character_reading=1_000_000)
+    assert DataProfile.of(texts, classes=2).recurring_words is None
+    large = replace(words, total_tokens=500_000, character_reading=1_000_000, recurring_words=None)
     chosen = recipe.vocab_size(large)
     # 62 ideographs per entry (a words table aims at 50); 500,000 words would give 4,000
     assert chosen.value == 16000
@@ -104,6 +106,25 @@ def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
     # THUCNews titles: 858,815 tokens read one per ideograph, 53 an entry of 16,000 (8,000 at 100)
     assert recipe.vocab_size(replace(large, character_reading=858_815)).value == 16000
     assert recipe.vocab_size(replace(large, character_reading=799_999)).value == 8000
+
+
+def test_a_table_of_words_holds_no_more_entries_than_words_the_texts_repeat():
+    texts = ["苹果 我们 苹果 。", "我们 苹果 香蕉", "香蕉 我们 西瓜"]  # 苹果 and 我们 three times
+    assert recurring_words(texts) == 2 and recurring_words(texts, least=2) == 3
+    profile = DataProfile(9600, 2, 73, 241, 669_248, character_reading=1_024_199)
+    # ChnSentiCorp: 16,000 by the ideographs, 10,892 words seen three times or more
+    chosen = recipe.vocab_size(replace(profile, recurring_words=10_892))
+    assert chosen.value == 8000
+    assert chosen.reason == (
+        "1,024,199 training tokens (counted a token per ideograph; the entries are words): 128 "
+        "per entry (aim 50+), at most the 10,892 words seen 3+ times"
+    )
+    # THUCNews titles: 16,498 such words, so the ideographs' 16,000 stand
+    titles = replace(profile, character_reading=858_815, recurring_words=16_498)
+    assert recipe.vocab_size(titles).value == 16000
+    # more recurring words than the text fills: the ideographs decide
+    assert recipe.vocab_size(replace(titles, recurring_words=90_000)).value == 16000
+    assert recipe.vocab_size(replace(profile, recurring_words=500)).value == 2000  # the least
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,8 @@ with its reason, and the run's `config.yaml` records the values, not `auto`:
 - `data.vocab_size`: the largest of 2k, 4k, ... 32k entries that the training text fills with
   at least `TOKENS_PER_ENTRY` tokens each on average (at least 2k): an entry seen a handful of
   times learns an embedding that only memorises, where its pieces would generalise. A table of
-  jieba's words is sized by the text's ideographs, `WORD_TOKENS_PER_ENTRY` an entry.
+  jieba's words is sized by the text's ideographs, `WORD_TOKENS_PER_ENTRY` an entry, and holds
+  no more entries than the words the text repeats (`recipe.profile.MIN_WORD_COUNT` times).
 - `trainer.max_epochs` (when neither it nor `max_steps` is given): a fixed budget of
   `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost), at least 2 and at
   most 40 passes: short or small data get more passes, each one cheap, large data fewer.
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tscratch.data.words import INSTALL
-from tscratch.recipe.profile import DataProfile
+from tscratch.recipe.profile import MIN_WORD_COUNT, DataProfile
 
 if TYPE_CHECKING:
     from jsonargparse import Namespace
@@ -71,9 +72,10 @@ TOKENS_PER_ENTRY = 100
 WORD_TOKENS_PER_ENTRY = 50
 """Ideographs of training text per entry of a table of jieba's words: half `TOKENS_PER_ENTRY`,
 as a word token mostly holds one to four ideographs and its vector starts from e5's view of the
-word. On both Chinese sets here it doubles the table (8,000 -> 16,000 words); best validation
-rose on both seeds of each, by 0.7 points on THUCNews titles and 0.2 on ChnSentiCorp (1 and 3
-reviews), whose test accuracy fell 0.5 (docs/results.md, "Chinese read as words")."""
+word. On both Chinese sets here it allows 16,000 words (8,000 at 100 an entry); THUCNews titles
+took them, best validation up 0.7 points on both seeds; ChnSentiCorp's reviews repeat fewer
+words than that (10,892 seen three times or more), are capped at 8,000, and with 16,000 were
+0.7 points lower on validation over three seeds (docs/results.md, "Chinese read as words")."""
 VOCAB_SIZES = (2000, 4000, 8000, 16000, 32000)
 TARGET_TOKENS = 7_000_000
 """Training tokens the epoch rule aims at (BBC News: 1,778 articles, ~890k tokens per epoch)."""
@@ -126,16 +128,23 @@ def vocab_size(profile: DataProfile) -> Choice:
     Texts read as jieba's words are counted as read one ideograph a token, `WORD_TOKENS_PER_ENTRY`
     an entry: the rule measures how much text there is to learn entries from, and the same text
     cut into words has fewer, rarer tokens; a table sized from those would hold few words and
-    send most of them back to their characters."""
+    send most of them back to their characters. Nor is a table of words larger than the words
+    the texts repeat (`DataProfile.recurring_words`: seen `MIN_WORD_COUNT` times or more): an
+    entry for a word seen once or twice learns little from the data and takes its occurrences
+    from its characters' entries, which other words share."""
     tokens = profile.character_reading or profile.total_tokens
     aim = WORD_TOKENS_PER_ENTRY if profile.character_reading else TOKENS_PER_ENTRY
-    fits = [v for v in VOCAB_SIZES if tokens / v >= aim]
+    recurring = profile.recurring_words
+    most = recurring if recurring is not None else math.inf
+    fits = [v for v in VOCAB_SIZES if tokens / v >= aim and v <= most]
     value = max(fits, default=VOCAB_SIZES[0])
     read = " (counted a token per ideograph; the entries are words)"
     reason = (
         f"{tokens:,} training tokens{read if profile.character_reading else ''}: "
         f"{tokens // value:,} per entry (aim {aim}+)"
     )
+    if recurring is not None:
+        reason += f", at most the {recurring:,} words seen {MIN_WORD_COUNT}+ times"
     return Choice("data.vocab_size", value, reason)
 
 
