@@ -271,6 +271,7 @@ def test_windows_are_not_distilled_and_an_asked_teacher_is_refused_first(data, c
     code, log = fit_in_process([*args, "--recipe", "auto"], data["cache"])
     assert code == 0, log
     assert re.search(r"plan: recipe pretrain \(.*: texts read in windows, and a teacher gives", log)
+    assert "data.long_text" not in log  # the command chose: nothing to state
     code, _ = fit_in_process([*args, "--recipe", "distil"], data["cache"])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and errors == [
@@ -278,6 +279,17 @@ def test_windows_are_not_distilled_and_an_asked_teacher_is_refused_first(data, c
         "one set of logits per text, not per window); drop one of them"
     ]
     assert not root.exists()
+
+
+def test_the_plan_states_that_texts_longer_than_the_rows_are_cut(data):
+    args = _args(data["data"], data["base"] / "cut", "--recipe", "plain", "--plan")
+    code, log = fit_in_process([*args, "--data.max_length", "12"], data["cache"])
+    assert code == 0, log
+    stated = (r"  data.long_text\s+truncate\s+\d+% of training texts \(\d+\) are longer than 12 "
+              r"tokens: only the first 12 are read \(--data.long_text windows")  # fmt: skip
+    assert re.search(stated, log), log
+    code, log = fit_in_process([*args, "--data.max_length", "64"], data["cache"])
+    assert code == 0 and "data.long_text" not in log  # no text is cut: no line
 
 
 def _long_texts(folder: Path, source: Path) -> Path:

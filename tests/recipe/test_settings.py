@@ -108,6 +108,21 @@ def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
     assert recipe.vocab_size(replace(large, character_reading=799_999)).value == 8000
 
 
+def test_long_text_is_stated_only_where_texts_are_cut():
+    texts = DataProfile(4, 2, 50, 700, 1360, lengths=(10, 50, 600, 700))
+    cut = recipe.long_text(texts, 512)
+    assert (cut.option, cut.value) == ("data.long_text", "truncate")
+    assert cut.reason.startswith("50% of training texts (2) are longer than 512 tokens: only the "
+                                 "first 512 are read (--data.long_text windows")  # fmt: skip
+    assert recipe.long_text(texts, 700) is None
+    student = recipe.long_text(texts, 512, distilling=True).reason
+    assert student.endswith(
+        "(a teacher's logits are one set per text, so a student reads no windows)"
+    )
+    rare = DataProfile(1000, 2, 10, 10, 10_500, lengths=(10,) * 999 + (600,))
+    assert recipe.long_text(rare, 512).reason.startswith("under 1% of training texts (1) are")
+
+
 def test_a_table_of_words_holds_no_more_entries_than_words_the_texts_repeat():
     texts = ["苹果 我们 苹果 。", "我们 苹果 香蕉", "香蕉 我们 西瓜"]  # 苹果 and 我们 three times
     assert recurring_words(texts) == 2 and recurring_words(texts, least=2) == 3

@@ -78,8 +78,11 @@ class Plan:
         if self.settings:
             lines.append(f"settings the plan chooses ({self.profile.describe()}):")
             width = max(len(c.option) for c in self.settings)
+            values = [shown(c.value) for c in self.settings]
+            wide = min(VALUE_WIDTH[1], max(VALUE_WIDTH[0], *(len(v) for v in values)))
             lines += [
-                f"  {c.option:<{width}}  {shown(c.value):<6} {c.reason}" for c in self.settings
+                f"  {c.option:<{width}}  {value:<{wide}} {c.reason}"
+                for c, value in zip(self.settings, values, strict=True)
             ]
         lines += [f"  then: {note}" for note in self.notes]
         return "\n".join(lines)
@@ -134,6 +137,11 @@ def write_settings(choices: Sequence[Choice], config: Any) -> None:
     for choice in choices:
         *group, name = choice.option.split(".")
         (config[group[0]] if group else config)[name] = choice.value
+
+
+VALUE_WIDTH = (6, 8)
+"""The settings' value column: as wide as its longest value within these (a list of class
+weights runs past it)."""
 
 
 def shown(value: Any) -> str:

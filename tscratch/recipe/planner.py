@@ -76,7 +76,13 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
     write_settings(chosen, view)  # the position scheme decides the length limit
     teacher_size = TEACHERS.get(teacher_init, {}).get("vocab_size") if own_vocabulary else None
     automatic = auto_settings(view, splits, profile, distilling, teacher_size)
-    write_settings(automatic, view)
+    write_settings(automatic, view)  # the length the texts are cut at, among them
+    length = view.data.get("max_length")
+    if "data.long_text" not in given and view.data.get("long_text") in (None, "truncate"):
+        cut = settings.long_text(profile, length, distilling) if isinstance(length, int) else None
+        after = [i for i, c in enumerate(automatic) if c.option == "data.max_length"]
+        if cut is not None:  # beside the length, when the plan chose it
+            automatic.insert(after[0] + 1 if after else len(automatic), cut)
     chosen += automatic
     if distilling:
         distilled = distil_settings(view, profile, decision.recipe, given)

@@ -220,6 +220,29 @@ def segmenter(lang: str, installed: bool) -> Choice:
     return Choice("data.segmenter", "jieba", why)
 
 
+def long_text(profile: DataProfile, max_length: int, distilling: bool = False) -> Choice | None:
+    """`data.long_text` stated when some training texts are longer than ``max_length``: they are
+    cut (`truncate`), which windows over whole texts did not beat, and which a distilled student
+    must do (None when none is cut)."""
+    lengths = profile.lengths or (profile.median_tokens,) * profile.rows
+    longer = sum(1 for n in lengths if n > max_length)
+    if not longer:
+        return None
+    share = longer / len(lengths)
+    part = f"{share:.0%}" if share >= 0.01 else "under 1%"
+    other = (
+        "a teacher's logits are one set per text, so a student reads no windows"
+        if distilling
+        else "--data.long_text windows reads whole texts; it scored lower on BBC News's "
+        "articles, docs/results.md"
+    )
+    reason = (
+        f"{part} of training texts ({longer:,}) are longer than {max_length} tokens: only the "
+        f"first {max_length} are read ({other})"
+    )
+    return Choice("data.long_text", "truncate", reason)
+
+
 def choose(
     profile: DataProfile,
     wanted: Sequence[str],
