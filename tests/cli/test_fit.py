@@ -193,11 +193,17 @@ def test_auto_settings_are_chosen_from_the_data_printed_and_recorded(
     assert re.search(
         r"data.max_length +64 +covers 95% .* cut to the 64 positions", lines[start + 1]
     )
+    # the articles the 64 tokens cut, stated beside the length
     assert re.search(
-        r"data.vocab_size +2000 +[\d,]+ training tokens: \d+ per entry", lines[start + 2]
+        r"data.long_text +truncate +\d+% of training texts \(\d+\) are longer than 64 tokens: "
+        r"only the first 64 are read",
+        lines[start + 2],
     )
-    assert re.search(r"model.token_dropout +0.15 +median text of \d+ tokens", lines[start + 3])
-    assert len(lines) == start + 4 or "max_epochs" not in lines[start + 4]  # tiny.yaml sets 1
+    assert re.search(
+        r"data.vocab_size +2000 +[\d,]+ training tokens: \d+ per entry", lines[start + 3]
+    )
+    assert re.search(r"model.token_dropout +0.15 +median text of \d+ tokens", lines[start + 4])
+    assert len(lines) == start + 5 or "max_epochs" not in lines[start + 5]  # tiny.yaml sets 1
     saved = yaml.safe_load((tmp_path / "lightning_logs/version_0/config.yaml").read_text())
     assert (saved["data"]["max_length"], saved["data"]["vocab_size"]) == (64, 2000)
     assert saved["model"]["token_dropout"] == 0.15  # numbers, not "auto": a rerun repeats them

@@ -132,14 +132,18 @@ def test_a_table_of_words_holds_no_more_entries_than_words_the_texts_repeat():
     assert chosen.value == 8000
     assert chosen.reason == (
         "1,024,199 training tokens (counted a token per ideograph; the entries are words): 128 "
-        "per entry (aim 50+), at most the 10,892 words seen 3+ times"
+        "per entry (aim 50+), capped at the 10,892 words seen 3+ times"
     )
     # THUCNews titles: 16,498 such words, so the ideographs' 16,000 stand
     titles = replace(profile, character_reading=858_815, recurring_words=16_498)
     assert recipe.vocab_size(titles).value == 16000
+    assert "words seen" not in recipe.vocab_size(titles).reason  # the cap did not decide
     # more recurring words than the text fills: the ideographs decide
     assert recipe.vocab_size(replace(titles, recurring_words=90_000)).value == 16000
-    assert recipe.vocab_size(replace(profile, recurring_words=500)).value == 2000  # the least
+    least = recipe.vocab_size(replace(profile, recurring_words=500))  # English cut by jieba: 0
+    assert least.value == 2000 and least.reason.endswith(
+        ", the least table: only 500 words seen 3+ times"
+    )
 
 
 @pytest.mark.parametrize(

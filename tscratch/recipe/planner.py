@@ -77,12 +77,9 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
     teacher_size = TEACHERS.get(teacher_init, {}).get("vocab_size") if own_vocabulary else None
     automatic = auto_settings(view, splits, profile, distilling, teacher_size)
     write_settings(automatic, view)  # the length the texts are cut at, among them
-    length = view.data.get("max_length")
-    if "data.long_text" not in given and view.data.get("long_text") in (None, "truncate"):
-        cut = settings.long_text(profile, length, distilling) if isinstance(length, int) else None
+    if (cut := long_text_choice(view, profile, given, distilling)) is not None:
         after = [i for i, c in enumerate(automatic) if c.option == "data.max_length"]
-        if cut is not None:  # beside the length, when the plan chose it
-            automatic.insert(after[0] + 1 if after else len(automatic), cut)
+        automatic.insert(after[0] + 1 if after else len(automatic), cut)  # beside the length
     chosen += automatic
     if distilling:
         distilled = distil_settings(view, profile, decision.recipe, given)
@@ -99,13 +96,14 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
         notes.append("the model starts from the stage's encoder and tokenizer (--model.init_from)")
     elif decision.recipe == "distil":
         notes.append("the student learns the teacher stage's logits (--model.teacher)")
-        if teacher_init == M3E:  # opt-in only: its licence is not tscratch's
-            notes.append(f"{M3E}: {M3E_LICENCE}")
         if own_vocabulary:
             notes.append(
                 f"the student reads the teacher's vocabulary, its vectors from {teacher_init}'s "
                 f"view of each entry, kept fixed (pass --data.tokenizer to choose another)"
             )
+    starts = [model.get("init_from"), model.get("embed_init")]
+    if M3E in starts or (decision.recipe == "distil" and teacher_init == M3E):  # opt-in only
+        notes.append(f"{M3E}: {M3E_LICENCE}")
     threads = torch.get_num_threads()
     machine = f"{precision}, {threads} thread{'s' * (threads != 1)}"
     if torch.cuda.is_available() and trainer.get("accelerator") != "cpu":
@@ -207,6 +205,19 @@ def auto_settings(
     length = None if "data.max_length" in wanted else data.max_length
     chosen += settings.choose(profile, wanted, position_length_limit(encoder), length)
     return chosen
+
+
+def long_text_choice(
+    view: Namespace, profile: DataProfile, given: Collection[str], distilling: bool
+) -> Choice | None:
+    """`settings.long_text` for texts cut at the run's length, unless the command chose how to
+    read long texts or reads text pairs (cut longest-first; windows do not read pairs)."""
+    data, length = view.data, view.data.get("max_length")
+    if "data.long_text" in given or data.get("long_text") not in (None, "truncate"):
+        return None
+    if data.get("text_pair_column") is not None or not isinstance(length, int):
+        return None
+    return settings.long_text(profile, length, distilling)
 
 
 def class_weights(splits: LabeledSplits) -> Choice:

@@ -134,17 +134,19 @@ def vocab_size(profile: DataProfile) -> Choice:
     from its characters' entries, which other words share."""
     tokens = profile.character_reading or profile.total_tokens
     aim = WORD_TOKENS_PER_ENTRY if profile.character_reading else TOKENS_PER_ENTRY
+    filled = max([v for v in VOCAB_SIZES if tokens / v >= aim], default=VOCAB_SIZES[0])
     recurring = profile.recurring_words
     most = recurring if recurring is not None else math.inf
-    fits = [v for v in VOCAB_SIZES if tokens / v >= aim and v <= most]
-    value = max(fits, default=VOCAB_SIZES[0])
+    value = max([v for v in VOCAB_SIZES if v <= min(filled, most)], default=VOCAB_SIZES[0])
     read = " (counted a token per ideograph; the entries are words)"
     reason = (
         f"{tokens:,} training tokens{read if profile.character_reading else ''}: "
         f"{tokens // value:,} per entry (aim {aim}+)"
     )
-    if recurring is not None:
-        reason += f", at most the {recurring:,} words seen {MIN_WORD_COUNT}+ times"
+    if value < filled:  # the cap decided
+        seen = f"{recurring:,} words seen {MIN_WORD_COUNT}+ times"
+        least = recurring < VOCAB_SIZES[0]
+        reason += f", the least table: only {seen}" if least else f", capped at the {seen}"
     return Choice("data.vocab_size", value, reason)
 
 
