@@ -239,7 +239,7 @@ def tiny_fit(cuda: bool, out: Path, work: Path) -> dict:
         accuracy = re.search(r"test accuracy (\d\.\d+)", resumed["tail"])
         runs[precision] |= {
             "resume_rc": resumed["rc"], "resume_s": resumed["wall_s"],
-            "resumed_from": "resuming from" in resumed["tail"],
+            "resumed_from": "resuming from" in resumed["head"] + resumed["tail"],  # said early
             "test_acc": float(accuracy[1]) if accuracy else None,
             "tail": (first["tail"] if first["rc"] else resumed["tail"])[-1500:],
         }  # fmt: skip
