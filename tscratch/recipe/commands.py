@@ -5,7 +5,6 @@ the plan; `tscratch.cli.fit_stages` runs them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Sequence
@@ -20,8 +19,7 @@ from tscratch.configs import packaged_config
 from tscratch.data.splits import SPLIT_ARGS
 from tscratch.data.transfer import DEFAULT_COPIES
 from tscratch.errors import UserError
-from tscratch.pretrained.m3e import M3E, find_m3e
-from tscratch.pretrained.sources import PACKAGES
+from tscratch.pretrained.sources import PACKAGES, packaged_installed
 from tscratch.recipe import settings as rules
 from tscratch.recipe.profile import DataProfile
 
@@ -73,10 +71,8 @@ validation and the stage keeps its best checkpoint."""
 
 def teacher_installed(teacher_init: str) -> bool:
     """Whether the teacher's start is here: a packaged encoder's package, or a path."""
-    if teacher_init == M3E:  # its package's name is a common one: look for the model's folder
-        return find_m3e()[0] is not None
     if teacher_init in PACKAGES:
-        return importlib.util.find_spec(PACKAGES[teacher_init]) is not None
+        return packaged_installed(teacher_init)
     return Path(teacher_init).expanduser().exists()
 
 
