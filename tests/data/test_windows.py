@@ -102,6 +102,25 @@ def test_training_rows_are_the_windows_of_each_text_with_its_label(windowed):
     assert windowed.hparams.stride == 3
 
 
+def test_pooled_training_rows_are_texts_holding_their_windows(long_csv, windowed, tmp_path):
+    pooled = data(long_csv, windowed.cache_dir, long_text="pooled", stride=3)
+    pooled.setup("fit")
+    splits, train = pooled.splits, pooled.split("train")
+    cut = text_windows(pooled.tokenizer, column(splits.train, "text"), MAX_LENGTH, 3)
+
+    assert len(train) == len(splits.train)  # a row per text, not per window
+    assert column(train, "windows") == cut and column(train, "labels") == column(
+        splits.train, "labels"
+    )
+    assert column(train, "length") == [sum(map(len, pieces)) for pieces in cut]
+    assert column(windowed.split("train"), "input_ids") == [w for p in cut for w in p]  # own key
+    batch = next(iter(pooled.train_dataloader()))
+    assert len(batch["labels"]) == 8 and len(batch["input_ids"]) == len(batch["window_owner"]) > 8
+    assert batch["window_owner"].unique().tolist() == list(range(8))
+    assert "each text one example scored by the mean" in pooled.describe()
+    assert pooled.hparams.stride == 3 and pooled.windows and not windowed.pooled
+
+
 def test_an_evaluation_batch_holds_texts_and_their_windows(windowed):
     batch = next(iter(windowed.val_dataloader()))
     validation = windowed.splits.validation
@@ -162,8 +181,11 @@ def test_the_training_loader_resumes_mid_epoch_on_the_same_windows(long_csv, win
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"long_text": "whole"}, r"data.long_text 'whole' must be 'truncate' or 'windows'"),
-        ({"stride": 4}, r"data.stride \(4\) applies only with data.long_text windows"),
+        (
+            {"long_text": "whole"},
+            r"data.long_text 'whole' must be 'truncate', 'windows' or 'pooled'",
+        ),
+        ({"stride": 4}, r"data.stride \(4\) applies only with data.long_text windows or pooled"),
         (
             {"long_text": "windows", "stride": -1},
             r"data.stride \(-1\) must be in \[0, 15\) for a model of max_length 16",
@@ -177,6 +199,15 @@ def test_the_training_loader_resumes_mid_epoch_on_the_same_windows(long_csv, win
             {"long_text": "windows", "text_pair_column": "b"},
             r"data.long_text windows reads single texts; text pairs are cut longest-first to "
             r"data.max_length: drop --data.long_text windows or --data.text_pair_column",
+        ),
+        (
+            {"long_text": "pooled", "text_pair_column": "b"},
+            r"data.long_text pooled reads single texts; .* drop --data.long_text pooled or",
+        ),
+        (
+            {"long_text": "pooled", "max_tokens": 64},
+            r"data.max_tokens \(64\) sizes batches of rows; data.long_text pooled batches whole "
+            r"texts of several windows: drop one of them",
         ),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tscratch.cli.fit_plan import save_plan
 from tscratch.cli.fit_quick import given_options
 from tscratch.config import EncoderConfig
 from tscratch.configs import CONFIGS
+from tscratch.data.encoding import pad_width
 from tscratch.nn.positions import POSITIONS, position_is_learned, position_scheme
 from tscratch.recipe import commands
 from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
@@ -153,6 +155,40 @@ def test_texts_read_as_windows_are_planned_as_their_windows():
     assert window_rows(profile, 2048, 0) == (3, 1810)
 
 
+@pytest.mark.parametrize(
+    ("long_text", "steps", "step_rows", "budget"),
+    [  # 6 windows of 3 texts; batches of 2 texts (4 windows), evaluation 4 texts (8 windows)
+        ("windows", 3, 2, "1 pass over 6 windows of 3 texts"),
+        ("pooled", 2, 4, "1 pass over 3 texts (6 windows, each text scored as one)"),
+    ],
+)
+def test_texts_read_in_windows_are_timed_as_the_windows_a_step_reads(
+    monkeypatch, long_text, steps, step_rows, budget
+):
+    profile = DataProfile(rows=3, classes=2, median_tokens=600, p95_tokens=1200,
+                          total_tokens=1810, lengths=(10, 600, 1200))  # fmt: skip
+    view = Namespace(
+        data=Namespace(augment_copies=0, pad_widths=None, max_length=512, long_text=long_text,
+                       stride=128, batch_size=2, eval_batch_size=None, vocab_size=600),
+        trainer=Namespace(max_epochs=1, max_steps=-1),
+        model=Namespace(d_model=32, num_heads=2, d_ff=64, num_layers=1, embed_init=None),
+    )  # fmt: skip
+    sizing = Sizing(view, Namespace(validation=[0] * 4, test=[0] * 4), profile, "32-true")
+    timed = {}
+
+    def time(key: str, config: EncoderConfig, rows: int, length: int, **kw) -> float:
+        timed[key] = (rows, length)
+        return 1.0
+
+    monkeypatch.setattr(sizing, "time", time)
+
+    stage = main_stage(sizing, "fit", "")
+
+    assert (stage.steps, stage.budget) == (steps, budget)
+    width = pad_width(math.ceil((10 + 5 * 512) / 6), ())
+    assert timed == {"fit step": (step_rows, width), "fit eval batch": (8, width)}
+
+
 def test_steps_are_timed_at_the_width_batches_pad_rows_to():
     profile = DataProfile(rows=4, classes=2, median_tokens=13, p95_tokens=40,
                           total_tokens=70, lengths=(5, 13, 12, 40))  # fmt: skip
@@ -276,7 +312,7 @@ def test_windows_are_not_distilled_and_an_asked_teacher_is_refused_first(data, c
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2 and errors == [
         "error: --recipe distil cannot be used with --data.long_text windows (a teacher gives "
-        "one set of logits per text, not per window); drop one of them"
+        "one set of logits per text, and a student reads no windows); drop one of them"
     ]
     assert not root.exists()
 

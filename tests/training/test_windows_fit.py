@@ -1,6 +1,7 @@
 """Training on windows (`--data.long_text windows`): fit's own validation and test score each
 text by the mean of its windows' logits, as the checkpoint then reads texts in predict and
-`tscratch test`; a run resumed mid-epoch trains on the same batches.
+`tscratch test`; a run resumed mid-epoch trains on the same batches. With `pooled`, training
+scores each text as evaluation does.
 
 A d_model 16 model on tests/data/test_windows.py's CSV of long texts (max_length 16), in
 process, with the CLI's callbacks and trainer settings (as tests/training/test_resume.py).
@@ -13,6 +14,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from tests.data.test_windows import long_csv  # noqa: F401 - a fixture
@@ -22,6 +24,7 @@ from tscratch.cli.evaluate_export import checkpoint_split_settings, evaluate_che
 from tscratch.cli.fit import trainer_defaults
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.splits import load_labeled_splits
+from tscratch.data.windows import mean_of_windows
 from tscratch.export import from_checkpoint
 from tscratch.training.checkpointing import LatestCheckpoint
 from tscratch.training.classification import ClassificationTask
@@ -54,13 +57,11 @@ def _fit(
     recorder: L.Callback,
     every: int | None = None,
     ckpt: Path | None = None,
+    long_text: str = "windows",
 ) -> tuple[ClassificationTask, L.Trainer, TextClassificationData]:
     """One epoch of `STEPS` steps on the long texts, `last.ckpt` every `every` steps."""
     L.seed_everything(0, verbose=False)
-    data = TextClassificationData(
-        dataset=str(cache.parent / "long.csv"), vocab_size=60, max_length=16,
-        long_text="windows", stride=3, batch_size=8, cache_dir=str(cache),
-    )  # fmt: skip
+    data = _data(cache, long_text)
     model = ClassificationTask(
         vocab_size=data.vocab_size, num_classes=data.num_classes, pad_id=data.pad_id,
         label_names=data.label_names, d_model=16, num_heads=2, d_ff=32, num_layers=1,
@@ -78,6 +79,13 @@ def _fit(
     trainer = L.Trainer(**settings)
     trainer.fit(model, datamodule=data, ckpt_path=ckpt)
     return model, trainer, data
+
+
+def _data(cache: Path, long_text: str) -> TextClassificationData:
+    return TextClassificationData(
+        dataset=str(cache.parent / "long.csv"), vocab_size=60, max_length=16,
+        long_text=long_text, stride=3, batch_size=8, cache_dir=str(cache),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +148,42 @@ def test_a_run_resumed_mid_epoch_trains_on_the_same_windows(straight, cache, tmp
 
     assert len(recorder.seen) == STEPS
     assert before.seen + after.seen == recorder.seen  # the same windows, the same RNG states
+
+
+def test_pooled_training_scores_each_text_by_its_mean_logits(cache, single_thread_module):
+    """``long_text="pooled"``: a training batch of 8 texts holds all their windows, and the
+    loss is the cross-entropy of each text's mean of its windows' logits."""
+    data = _data(cache, "pooled")
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    torch.manual_seed(0)
+    model = ClassificationTask(
+        vocab_size=data.vocab_size, num_classes=data.num_classes, pad_id=data.pad_id,
+        d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=16, dropout=0.0,
+    )  # fmt: skip
+    model.train()
+
+    loss = model.training_step(batch, 0)
+
+    logits = model(batch["input_ids"], batch["attention_mask"])  # (W, C): one per window
+    texts = mean_of_windows(logits, batch["window_owner"], 8)
+    torch.testing.assert_close(
+        loss, F.cross_entropy(texts, batch["labels"], label_smoothing=model.hparams.label_smoothing)
+    )
+    per_window = F.cross_entropy(
+        logits, batch["labels"][batch["window_owner"]], label_smoothing=0.1
+    )
+    assert not torch.isclose(loss, per_window)  # not each window carrying the label
+    loss.backward()  # the mean passes the gradient to every window
+    assert model.model.encoder.tok_emb.weight.grad.abs().sum() > 0
+
+
+def test_a_pooled_run_reads_long_texts_in_windows_once_trained(cache, tmp_path):
+    _, trainer, _ = _fit(tmp_path, cache, Recorder(), long_text="pooled")
+    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    checkpoint = read_checkpoint(last)
+    data = checkpoint["datamodule_hyper_parameters"]
+    assert (data["long_text"], data["stride"]) == ("pooled", 3)
+    assert trainer.global_step == STEPS  # batches of texts: 48 training texts make 6
+    classifier = from_checkpoint(checkpoint)
+    assert (classifier.long_text, classifier.stride) == ("chunk", 3)

@@ -2,9 +2,10 @@
 
 Sources and splits live in `tscratch.data.sources`, the tokenizer in `tscratch.data.tokenizer`,
 the length-bucketed resumable loader in `tscratch.data.sampler`. Sequences start with `[CLS]` and
-are cut at `max_length`, or with `long_text="windows"` read whole in overlapping windows
-(`tscratch.data.windows`); batches are padded to their longest row rounded up (`pad_widths`).
-With `text_pair_column`, rows are `[CLS] a [SEP] b [SEP]` with token types (see `PairEncoder`).
+are cut at `max_length`, or with `long_text` "windows" or "pooled" read whole in overlapping
+windows (`tscratch.data.windows`); batches are padded to their longest row rounded up
+(`pad_widths`). With `text_pair_column`, rows are `[CLS] a [SEP] b [SEP]` with token types
+(see `PairEncoder`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from tscratch.data.windows import (
     check_long_text,
     check_stride,
     default_stride,
+    reads_windows,
     window_room,
 )
 from tscratch.data.words import require_jieba
@@ -107,9 +109,11 @@ class TextClassificationData(TokenizedData):
             by stride tokens, each led by [CLS]: each window of a training text is a training
             row with the text's label, and validation and test score each text by the mean of
             its windows' logits, as predict, serve and the exported model then read long texts
-            by default (single texts only, not text pairs).
-        stride: With long_text windows: tokens shared by neighbouring windows (default
-            max_length // 4).
+            by default (single texts only, not text pairs); "pooled" reads the same windows
+            but trains on each text as one example, its loss on the mean of its windows'
+            logits (a batch of batch_size texts then holds all their windows).
+        stride: With long_text windows or pooled: tokens shared by neighbouring windows
+            (default max_length // 4).
         batch_size: Training batch size (per process).
         eval_batch_size: Validation/test batch size (default: 2 * batch_size).
         num_workers: DataLoader worker processes.
@@ -190,13 +194,18 @@ class TextClassificationData(TokenizedData):
                 f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
             )
         check_long_text(long_text, stride, max_length, text_pair_column)
+        if long_text == "pooled" and max_tokens is not None:
+            raise UserError(
+                f"data.max_tokens ({max_tokens}) sizes batches of rows; data.long_text pooled "
+                "batches whole texts of several windows: drop one of them"
+            )
         require_jieba("segmenter", segmenter)  # before minutes of tokenizing
         check_batching(pad_widths, max_tokens, max_length)
         check_augment(augment_copies, augment_mask, augment_swap, augment_ngram)
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
         self.save_hyperparameters(ignore=["vocab_size"])
-        if long_text == "windows":  # the checkpoint records the stride the model was trained on
+        if reads_windows(long_text):  # the checkpoint records the stride it was trained on
             self.hparams.stride = default_stride(max_length) if stride is None else stride
         self._target_vocab_size = vocab_size
         self._cache_dir = cache_dir or default_cache_dir()
@@ -245,8 +254,15 @@ class TextClassificationData(TokenizedData):
 
     @property
     def windows(self) -> bool:
-        """Whether long texts are read whole, in windows (``long_text="windows"``)."""
-        return self.hparams.long_text == "windows"
+        """Whether long texts are read whole, in windows (``long_text`` "windows" or
+        "pooled")."""
+        return reads_windows(self.hparams.long_text)
+
+    @property
+    def pooled(self) -> bool:
+        """Whether a training text is one example scored by the mean of its windows' logits
+        (``long_text="pooled"``): its training rows then hold ``windows``, as evaluation's do."""
+        return self.hparams.long_text == "pooled"
 
     @property
     def text_pair_column(self) -> str | None:
@@ -291,7 +307,7 @@ class TextClassificationData(TokenizedData):
         if self.windows:  # the teacher gives one set of logits per text, not per window
             raise UserError(
                 "--model.teacher learns the teacher's logits of whole texts; drop "
-                "--data.long_text windows (or --model.teacher)"
+                f"--data.long_text {self.hparams.long_text} (or --model.teacher)"
             )
         self.teacher, self._tokenized = teacher, {}
 
@@ -314,7 +330,7 @@ class TextClassificationData(TokenizedData):
         for split in ("train", "validation", "test"):
             self._tokenized[split] = tokenize_split(
                 prepared.splits[split], split, prepared.tokenizer, self._max_length,
-                self._cache_dir, pairs, stride,
+                self._cache_dir, pairs, stride, pooled=self.pooled,
             )  # fmt: skip
         if self.teacher is not None:  # copies and teacher logits join the training rows
             train, self.teacher_features = distillation_split(self, self._tokenized["train"])
@@ -325,7 +341,8 @@ class TextClassificationData(TokenizedData):
     def split(self, name: Literal["train", "validation", "test"]) -> Dataset:
         """The tokenized split: ``input_ids``, ``labels`` and ``length`` columns (and
         ``token_type_ids`` for text pairs). With ``long_text="windows"``, a training row is a
-        window, and a validation or test row a text holding its ``windows``."""
+        window, and a validation or test row a text holding its ``windows`` (a training row
+        too with ``long_text="pooled"``)."""
         self.setup()
         return self._tokenized[name]
 
@@ -383,7 +400,14 @@ class TextClassificationData(TokenizedData):
         lengths = column(self.split("train"), "length")
         truncated = sum(n >= self._max_length for n in lengths) / len(lengths)
         cut = f"{truncated:.0%} of training rows truncated"
-        if self.windows:
+        padding = self.padding_note(self.train_sampler(), lengths)
+        if self.pooled:
+            count = sum(map(len, column(self.split("train"), "windows")))
+            cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the "
+            cut += f"{len(lengths):,} training texts make {count:,} windows, each text one "
+            cut += "example scored by the mean of its windows' logits"
+            padding = f"batches of {self.hparams.batch_size} texts"
+        elif self.windows:
             texts = len(self._prepare().splits["train"])
             cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the {texts:,} "
             cut += f"training texts make {len(lengths):,} rows"
@@ -391,8 +415,7 @@ class TextClassificationData(TokenizedData):
             f"{self.hparams.dataset}: {sizes} rows{self._pairs_note()}; {self.num_classes} "
             f"{'labels (multi-label)' if self.multi_label else 'classes'} "
             f"{self.label_names}; vocabulary {self.vocab_size:,} tokens; max_length "
-            f"{self._max_length} ({cut}); "
-            f"{self.padding_note(self.train_sampler(), lengths)}."
+            f"{self._max_length} ({cut}); {padding}."
         )
         logger.info(summary)
         return summary

@@ -2,10 +2,12 @@
 logits as the mean of its windows' logits.
 
 Training with ``long_text="windows"`` (`TextClassificationData`) makes each window of a
-training text a row with the text's label; validation, test and prediction score a text by the
-mean of its windows' logits (`mean_of_windows`), so its softmax is the normalised geometric
-mean of the windows' probabilities. `tscratch predict --long_text chunk`, `tscratch test`,
-serve and `ExportedClassifier.logits` cut texts with the same `windows`. Plain tokenizers +
+training text a row with the text's label; with ``long_text="pooled"`` a training text stays one
+example, its loss taken on the mean of its windows' logits, as evaluation scores it. Validation,
+test and prediction score a text by the mean of its windows' logits (`mean_of_windows`), so its
+softmax is the normalised geometric mean of the windows' probabilities. `tscratch predict
+--long_text chunk`, `tscratch test`, serve and `ExportedClassifier.logits` cut texts with the
+same `windows`. Plain tokenizers +
 torch: an exported classifier reads texts this way without the training stack.
 """
 
@@ -23,14 +25,20 @@ from tscratch.data.encoding import encode_ids
 from tscratch.data.tokenizer import words_for
 from tscratch.errors import UserError
 
-LongText = Literal["truncate", "windows"]
+LongText = Literal["truncate", "windows", "pooled"]
 """The data modules' ``long_text`` option: cut every text at ``max_length`` tokens, or read
-it whole in overlapping windows."""
+it whole in overlapping windows, in training each window a row with its text's label
+("windows") or each text one example scored by the mean of its windows' logits ("pooled")."""
 LONG_TEXTS: tuple[str, ...] = get_args(LongText)
 Reading = Literal["truncate", "chunk"]
 """How a trained model reads a text longer than ``max_length`` (`tscratch predict`'s
 ``--long_text``, an exported folder's ``long_text``): "chunk" is what training with
-``long_text="windows"`` reads."""
+``long_text="windows"`` or ``"pooled"`` reads."""
+
+
+def reads_windows(long_text: str | None) -> bool:
+    """Whether a ``long_text`` option reads whole texts in windows ("windows" or "pooled")."""
+    return long_text in ("windows", "pooled")
 
 
 def default_stride(max_length: int) -> int:
@@ -147,29 +155,32 @@ def check_long_text(
     """One line for a ``long_text`` / ``stride`` combination the data modules cannot train
     (checked again against the tokenizer's room once it exists: `check_stride`)."""
     if long_text not in LONG_TEXTS:
-        raise UserError(f"data.long_text {long_text!r} must be 'truncate' or 'windows'")
+        raise UserError(f"data.long_text {long_text!r} must be 'truncate', 'windows' or 'pooled'")
     if long_text == "truncate":
         if stride is not None:
-            raise UserError(f"data.stride ({stride}) applies only with data.long_text windows")
+            raise UserError(
+                f"data.stride ({stride}) applies only with data.long_text windows or pooled"
+            )
         return
     if text_pair_column is not None:
         raise UserError(
-            "data.long_text windows reads single texts; text pairs are cut longest-first to "
-            "data.max_length: drop --data.long_text windows or --data.text_pair_column"
+            f"data.long_text {long_text} reads single texts; text pairs are cut longest-first "
+            f"to data.max_length: drop --data.long_text {long_text} or --data.text_pair_column"
         )
     if stride is not None:  # [CLS] takes one token of every window
         check_stride(stride, max_length - 1, max_length, "data.stride")
 
 
 def encode_windows(
-    batch: dict[str, list], tokenizer: Tokenizer, max_length: int, stride: int, training: bool
+    batch: dict[str, list], tokenizer: Tokenizer, max_length: int, stride: int, rows: bool
 ) -> dict[str, list]:
     """A batch of a split's rows (``text``, ``labels``) read in `windows`, as `datasets.map`
-    takes it. ``training``: each window becomes a row (``input_ids``, ``labels`` its text's,
-    ``length``); else each text stays one row holding its ``windows`` (and ``length``, their
-    tokens in all), which the collate turns into one row per window and a ``window_owner``."""
+    takes it. ``rows`` (the training split of ``long_text="windows"``): each window becomes a
+    row (``input_ids``, ``labels`` its text's, ``length``); else each text stays one row holding
+    its ``windows`` (and ``length``, their tokens in all), which the collate turns into one row
+    per window and a ``window_owner``."""
     cut = text_windows(tokenizer, batch["text"], max_length, stride)
-    if not training:
+    if not rows:
         return {"windows": cut, "length": [sum(map(len, pieces)) for pieces in cut]}
     ids = [window for pieces in cut for window in pieces]
     labels = [label for pieces, label in zip(cut, batch["labels"], strict=True) for _ in pieces]

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 
 from tscratch.checkpoint_files import read_checkpoint
 from tscratch.config import EncoderConfig
-from tscratch.data.windows import default_stride
+from tscratch.data.windows import default_stride, reads_windows
 from tscratch.errors import MissingFile, UserError, filesystem_fault
 from tscratch.export.card import model_card
 from tscratch.export.classifier import ExportedClassifier
@@ -290,7 +290,7 @@ def _config(model: TransformerClassifier, checkpoint: dict[str, Any]) -> dict[st
     }
     if (temperature := checkpoint.get("temperature")) is not None:  # fitted at the end of fit
         config["temperature"] = float(temperature)
-    if data.get("long_text") == "windows":  # trained on windows: read long texts so by default
+    if reads_windows(data.get("long_text")):  # trained on windows: read long texts so by default
         config["long_text"] = "chunk"
         stride = data.get("stride")
         config["stride"] = default_stride(config["max_length"]) if stride is None else stride

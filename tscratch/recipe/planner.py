@@ -23,6 +23,7 @@ from tscratch.data.language import language
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.tokenizer import load_tokenizer, reads_words
+from tscratch.data.windows import reads_windows
 from tscratch.data.words import cut_words, jieba_installed
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
@@ -128,7 +129,7 @@ def decide(config: Namespace, profile: DataProfile, lang: str) -> tuple[Decision
     if asked == "plain":
         return Decision("plain", "no stage before the labels: --recipe plain"), teacher_init
     ready = commands.teacher_installed(teacher_init)
-    windows = config.data.get("long_text") == "windows"
+    windows = reads_windows(config.data.get("long_text"))
     return choose(asked, lang, profile, ready, start, task_note, windows), teacher_init
 
 
@@ -152,11 +153,12 @@ def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:
         task_note = "multi-label data: the stages serve single-label texts"
     check_patience(config)
     asked = config.get("recipe") or "plain"
-    if data.get("long_text") == "windows" and (asked == "distil" or model.get("teacher")):
+    long_text = data.get("long_text")
+    if reads_windows(long_text) and (asked == "distil" or model.get("teacher")):
         what = "--recipe distil" if asked == "distil" else f"--model.teacher {model.teacher}"
         raise UserError(
-            f"{what} cannot be used with --data.long_text windows (a teacher gives one set of "
-            "logits per text, not per window); drop one of them"
+            f"{what} cannot be used with --data.long_text {long_text} (a teacher gives one set "
+            "of logits per text, and a student reads no windows); drop one of them"
         )
     if asked not in ("auto", "plain") and (start or task_note):
         raise UserError(

@@ -60,8 +60,8 @@ def choose(
         teacher_ready: whether the distil recipe's teacher start is installed.
         start_given: the option that already names a start ("--model.init_from X"), if any.
         task_note: why the stages do not serve this task (text pairs, multi-label), if so.
-        windows: texts are read in windows (``--data.long_text windows``), which a teacher's
-            one set of logits per text cannot label.
+        windows: texts are read in windows (``--data.long_text windows`` or ``pooled``),
+            which a teacher's one set of logits per text cannot label.
     """
     if asked != "auto":
         return Decision(asked, "asked for with --recipe")

@@ -13,7 +13,7 @@ import math
 
 from tscratch.data.augment import MAX_NGRAM
 from tscratch.data.encoding import pad_width, widths_for
-from tscratch.data.windows import default_stride, window_count
+from tscratch.data.windows import default_stride, reads_windows, window_count
 from tscratch.nn.positions import position_length_limit
 from tscratch.recipe import commands
 from tscratch.recipe import sizing as sized
@@ -54,13 +54,21 @@ def main_stage(
     data = view.data
     copies = data.get("augment_copies") or 0
     widths = widths_for(data.get("pad_widths") or "multiple_of_8", data.max_length)
-    if data.get("long_text") == "windows":  # a row per window (no copies: no teacher)
-        rows, tokens = window_rows(profile, data.max_length, data.get("stride"))
-        length = pad_width(max(2, math.ceil(tokens / rows)), widths)
+    batch, eval_batch = data.batch_size, data.get("eval_batch_size") or 2 * data.batch_size
+    # Rows a training step and an evaluation batch read, and what a pass reads if not texts.
+    step_rows, eval_rows, shown = batch, eval_batch, None
+    if reads_windows(data.get("long_text")):  # no copies: no teacher
+        cut, tokens = window_rows(profile, data.max_length, data.get("stride"))
+        length = pad_width(max(2, math.ceil(tokens / cut)), widths)
+        eval_rows = max(1, round(eval_batch * cut / profile.rows))  # each text's windows
+        rows = cut  # "windows": a row per window; "pooled": a step reads its texts' windows
+        shown = f"{cut:,} windows of {profile.rows:,} texts"
+        if data.long_text == "pooled":
+            rows, step_rows = profile.rows, max(1, round(batch * cut / profile.rows))
+            shown = f"{profile.rows:,} texts ({cut:,} windows, each text scored as one)"
     else:
         rows = profile.rows * (1 + copies)
         length = padded_width(profile, data.max_length, widths, copies, data.get("augment_ngram"))
-    batch = data.batch_size
     whole = math.ceil(rows / batch)
     per_pass = sizing.limit("train", whole)  # --trainer.limit_train_batches, if any
     epochs, steps = schedule(per_pass, view.trainer)
@@ -69,16 +77,14 @@ def main_stage(
     length = min(length, position_length_limit(config) or length)  # past it: fit says so
     average = bool(view.model.get("ema_steps"))
     train = sizing.time(
-        f"{name} step", config, batch, length, frozen_embeddings=frozen, average=average
+        f"{name} step", config, step_rows, length, frozen_embeddings=frozen, average=average
     )
-    eval_batch = data.get("eval_batch_size") or 2 * batch
-    infer = sizing.time(f"{name} eval batch", config, eval_batch, length, train=False)
+    infer = sizing.time(f"{name} eval batch", config, eval_rows, length, train=False)
     seconds = sizing.run_seconds(steps, train, sizing.eval_batches(epochs, eval_batch), infer)
     if (vectors := vectors or view.model.get("embed_init")) is not None:
         seconds += vectors_seconds(sizing, vectors, vocab)
-    shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
-    if rows != profile.rows * (1 + copies):
-        shown = f"{rows:,} windows of {profile.rows:,} texts"
+    if shown is None:
+        shown = f"{rows:,} texts" if not copies else f"{rows:,} texts with copies"
     if per_pass < whole:  # a pass reads only the batches the limit lets through
         shown = f"{per_pass * batch:,} of {shown}"
     budget = f"{epochs} {'pass' if epochs == 1 else 'passes'} over {shown}"
@@ -113,8 +119,8 @@ def padded_width(
 
 def window_rows(profile: DataProfile, max_length: int, stride: int | None) -> tuple[int, int]:
     """(rows, tokens) of one pass over the training texts read as windows
-    (``--data.long_text windows``): each text's `window_count` rows of at most ``max_length``
-    tokens."""
+    (``--data.long_text windows`` or ``pooled``): each text's `window_count` rows of at most
+    ``max_length`` tokens."""
     stride = default_stride(max_length) if stride is None else stride
     lengths = profile.lengths or (profile.median_tokens,) * profile.rows
     counts = [window_count(n, max_length, stride) for n in lengths]

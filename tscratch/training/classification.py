@@ -291,6 +291,8 @@ class ClassificationTask(EncoderTask):
         return attention_mask & keep
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        """The loss of a batch of rows, or (``window_owner``: texts read in windows, as
+        ``long_text="pooled"`` trains) of each text's mean of its windows' logits."""
         B, T = batch["input_ids"].shape
         self.flops_per_batch = 3 * forward_flops(self.config, B, T, self.hparams.num_classes)
         ids, mask = batch["input_ids"], self._drop_tokens(batch["attention_mask"])
@@ -301,6 +303,8 @@ class ClassificationTask(EncoderTask):
             pooled, logits = self.model.pooled_logits(ids, mask)
         else:
             logits = self(ids, mask, batch.get("token_type_ids"))
+        if (owner := batch.get("window_owner")) is not None:  # long_text pooled: one per text
+            logits = mean_of_windows(logits, owner, len(labels))
         loss = (
             self._loss(logits, labels)
             if real is None
@@ -311,8 +315,9 @@ class ClassificationTask(EncoderTask):
             logits, labels = logits[real], labels[real]
         if len(labels):
             self.train_metrics.update(*self._metric_inputs(logits.detach(), labels))
-        self.log("train/loss", loss, prog_bar=True, batch_size=B)
-        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=B)
+        texts = len(batch["labels"])  # B, or fewer when texts are read in windows
+        self.log("train/loss", loss, prog_bar=True, batch_size=texts)
+        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=texts)
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
