@@ -224,8 +224,8 @@ def segmenter(lang: str, installed: bool) -> Choice:
 
 def long_text(profile: DataProfile, max_length: int, distilling: bool = False) -> Choice | None:
     """`data.long_text` stated when some training texts are longer than ``max_length``: they are
-    cut (`truncate`), which windows over whole texts did not beat, and which a distilled student
-    must do (None when none is cut)."""
+    cut (`truncate`), which windows over whole texts (either way of training on them) did not
+    beat, and which a distilled student must do (None when none is cut)."""
     lengths = profile.lengths or (profile.median_tokens,) * profile.rows
     longer = sum(1 for n in lengths if n > max_length)
     if not longer:
@@ -235,8 +235,8 @@ def long_text(profile: DataProfile, max_length: int, distilling: bool = False) -
     other = (
         "a teacher's logits are one set per text, so a student reads no windows"
         if distilling
-        else "--data.long_text windows reads whole texts; it scored lower on BBC News's "
-        "articles, docs/results.md"
+        else "--data.long_text windows or pooled reads whole texts; neither scored higher on "
+        "BBC News's articles, docs/results.md"
     )
     reason = (
         f"{part} of training texts ({longer:,}) are longer than {max_length} tokens: only the "
