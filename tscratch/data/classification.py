@@ -19,19 +19,13 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from tscratch.data.augment import check_augment
 from tscratch.data.base import (
     IndexedRows,
     TokenizedData,
-    check_batching,
-    check_data_args,
     evaluated_rows,
 )
-from tscratch.data.encoding import (
-    MIN_PAIR_LENGTH,
-    PadCollator,
-    PadWidths,
-)
+from tscratch.data.encoding import PadCollator, PadWidths
+from tscratch.data.options import check_options
 from tscratch.data.sampler import LengthBucketBatchSampler, ResumableDataLoader
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
@@ -45,13 +39,11 @@ from tscratch.data.tokenizer import (
 from tscratch.data.transfer import Augmentation, Teacher, distillation_split
 from tscratch.data.windows import (
     LongText,
-    check_long_text,
     check_stride,
     default_stride,
     reads_windows,
     window_room,
 )
-from tscratch.data.words import require_jieba
 from tscratch.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -177,34 +169,10 @@ class TextClassificationData(TokenizedData):
         augment_ngram: float = 0.25,
     ) -> None:
         super().__init__()
-        auto = (("max_length", max_length), ("vocab_size", vocab_size), ("segmenter", segmenter))
-        check_data_args(
-            val_fraction, test_fraction, vocab_size, max_length, batch_size, tokenizer_model, auto
-        )
-        for arg, value, least in (
-            ("eval_batch_size", eval_batch_size, 1),
-            ("bucket_size", bucket_size, 1),
-            ("num_workers", num_workers, 0),
-        ):
-            if value is not None and value < least:
-                raise UserError(f"data.{arg} ({value}) must be at least {least}")
-        if text_pair_column is not None and max_length < MIN_PAIR_LENGTH:
-            raise UserError(
-                f"data.max_length ({max_length}) is too short for text pairs: [CLS] a [SEP] b "
-                f"[SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
-            )
-        check_long_text(long_text, stride, max_length, text_pair_column)
-        if long_text == "pooled" and max_tokens is not None:
-            raise UserError(
-                f"data.max_tokens ({max_tokens}) sizes batches of rows; data.long_text pooled "
-                "batches whole texts of several windows: drop one of them"
-            )
-        require_jieba("segmenter", segmenter)  # before minutes of tokenizing
-        check_batching(pad_widths, max_tokens, max_length)
-        check_augment(augment_copies, augment_mask, augment_swap, augment_ngram)
         # The target vocab_size stays out of hparams: the model's vocab_size is the real one,
         # often smaller, and Lightning refuses to log two hparams of one name that differ.
         self.save_hyperparameters(ignore=["vocab_size"])
+        check_options(self.hparams, vocab_size)  # each bad value in one line, before any data
         if reads_windows(long_text):  # the checkpoint records the stride it was trained on
             self.hparams.stride = default_stride(max_length) if stride is None else stride
         self._target_vocab_size = vocab_size
