@@ -288,10 +288,17 @@ def test_the_pretrain_recipe_pretrains_fine_tunes_from_it_and_reuses_the_stage(d
     assert saved["model"]["position"] == "alibi"  # the pretrained encoder's architecture
     assert re.search(r"test accuracy \d\.\d{4}", log), log
 
+    first = re.search(r"\n  pretrain +masked-LM .* (\d+ s|\d+ min)\n", log)
+    assert first, log  # the first run's plan priced the stage
     code, again = fit_in_process([*args, "--ckpt_path", "last"], data["cache"])
     assert code == 0, again
     assert f"stage pretrain: finished before, reusing {done['checkpoint']}" in again
     assert "stage pretrain: tscratch" not in again
+    # The plan says so before any work, and prices the stage at nothing (--plan as well).
+    reused = re.compile(r"\n  pretrain +masked-LM .* reused\n")
+    assert reused.search(again), again
+    code, shown = fit_in_process([*args, "--plan"], data["cache"])
+    assert code == 0 and reused.search(shown), shown
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ from tscratch.cli.fit_stopping import (
 )
 from tscratch.cli.fit_teacher import TeacherModel, check_teacher_options
 from tscratch.cli.launch import build_cli, console
-from tscratch.cli.stages import StageInterrupted
+from tscratch.cli.stages import StageInterrupted, with_reused_stages
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import UserError, report
@@ -228,7 +228,9 @@ class TScratchCLI(LightningCLI):
             self.pretrained = self._adopt_init_source(config)
         settle_token_types(config)  # text pairs need token types 0 and 1
         if self.plans:
-            self.plan = make_plan(config, self.given, self.best_metric[0])
+            root = Path(config.trainer.default_root_dir or ".")
+            plan = make_plan(config, self.given, self.best_metric[0])
+            self.plan = with_reused_stages(plan, root)  # a stage run before is not run again
             log.info(self.plan.render())
             if config.get("plan"):
                 raise PlanShown

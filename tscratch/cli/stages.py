@@ -20,11 +20,13 @@ import signal
 import subprocess  # noqa: F401 - tests replace stages.subprocess.Popen with a dummy
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tscratch.checkpoint_files import atomic_write_text
 from tscratch.cli import stage_process
 from tscratch.errors import UserError
+from tscratch.recipe.plan import Plan
 
 log = logging.getLogger("tscratch")
 
@@ -79,6 +81,18 @@ def run_stage(kind: str, command: list[str], root: Path, resuming: bool) -> str:
     if asked is not None:  # the stage finished as the stop came: the main run waits for a rerun
         raise StageInterrupted(kind, EXIT_CODES[asked])
     return checkpoint
+
+
+def with_reused_stages(plan: Plan, root: Path) -> Plan:
+    """``plan`` with each stage that an earlier run of the same command under ``root`` finished
+    marked `reused`, its estimate zero: what `--plan` shows is what the run will do."""
+    stages = tuple(
+        replace(stage, reused=True, seconds=0.0)
+        if stage.command and reusable(root, stage.name, stage.command)
+        else stage
+        for stage in plan.stages
+    )
+    return replace(plan, stages=stages)
 
 
 def reusable(root: Path, kind: str, command: Sequence[str], warn: bool = False) -> str | None:

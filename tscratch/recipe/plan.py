@@ -40,6 +40,9 @@ class Stage:
     """The `tscratch` command a stage runs in its own process; empty for the main run's parts."""
     why: str = ""
     """The rule behind the budget, when the table's settings do not state it."""
+    reused: bool = False
+    """Finished by an earlier run of the same command in the same folder: it will not run
+    again, and its estimate is zero (`tscratch.cli.stages.with_reused_stages`)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,10 @@ class Plan:
         """The table fit prints before any work."""
         lines = [f"plan: recipe {self.recipe} ({self.reason})"]
         rows = [("stage", "what", "budget", "steps", "estimate")]
-        rows += [(s.name, s.what, s.budget, f"{s.steps:,}", clock(s.seconds)) for s in self.stages]
+        rows += [
+            (s.name, s.what, s.budget, f"{s.steps:,}", "reused" if s.reused else clock(s.seconds))
+            for s in self.stages
+        ]
         rows.append(("total", "", "", "", f"{clock(self.seconds)} ({self.machine})"))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
@@ -100,6 +106,7 @@ class Plan:
                     "budget": s.budget,
                     "steps": s.steps,
                     "estimated_seconds": round(s.seconds, 1),
+                    **({"reused": True} if s.reused else {}),
                     **({"why": s.why} if s.why else {}),
                     **({"command": ["tscratch", *s.command]} if s.command else {}),
                 }
