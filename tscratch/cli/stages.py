@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import tscratch.cli.stage_process as stage_process
 from tscratch.checkpoint_files import atomic_write_text
-from tscratch.cli import stage_process
 from tscratch.errors import UserError
 from tscratch.recipe.plan import Plan
 
