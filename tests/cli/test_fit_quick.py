@@ -4,8 +4,11 @@ derived from that parser, and the full parser for anything the quick reading doe
 from __future__ import annotations
 
 import json
+import logging
+import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import pytest
 from tests.cli.test_distill import _args, _write
 from tests.helpers import TINY_YAML, fit_in_process
 from tscratch.cli import fit as fit_module
-from tscratch.cli import fit_quick
+from tscratch.cli import fit_quick, stages
 from tscratch.cli.fit_options import parser_defaults
 from tscratch.recipe import planner
 
@@ -122,3 +125,22 @@ def test_tscratch_fit_plan_does_not_import_lightning(data):
     assert done.stdout.startswith(
         "plan: recipe plain (no stage before the labels: --recipe plain)\n  stage  what"
     )
+
+
+def test_the_quick_plan_marks_stages_finished_under_the_root(monkeypatch, data, caplog):
+    """`tscratch fit --plan` (the quick path) asks `with_reused_stages` about the run's root."""
+    roots = []
+
+    def every_stage_reused(plan, root):
+        roots.append(root)
+        return replace(plan, stages=tuple(replace(s, reused=bool(s.command)) for s in plan.stages))
+
+    monkeypatch.setattr(stages, "with_reused_stages", every_stage_reused)
+    monkeypatch.setenv("TSCRATCH_CACHE", str(data["cache"]))
+    root = data["base"] / "quick-root"
+    args = [str(a) for a in _args(data["data"], root, "--recipe", "pretrain", "--plan")]
+
+    with caplog.at_level(logging.INFO, logger="tscratch"):
+        assert fit_quick.quick_plan(args) == 0
+    assert roots == [root]
+    assert re.search(r"\n  pretrain +masked-LM .* reused\n", caplog.text), caplog.text

@@ -7,14 +7,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tscratch.cli import stage_process, stages
-from tscratch.cli.stages import StageInterrupted, run_stage, stage_folder, write_marker
+from tscratch.cli.stages import (
+    StageInterrupted,
+    run_stage,
+    stage_folder,
+    with_reused_stages,
+    write_marker,
+)
+from tscratch.recipe.plan import Plan, Stage
+from tscratch.recipe.profile import DataProfile
 
 
 class Child:
@@ -129,3 +139,29 @@ def test_sigterm_as_the_stage_finishes_keeps_the_stage_and_stops_the_run(tmp_pat
     assert child[0].signals == [signal.SIGTERM]  # passed on to the stage
     assert json.loads((folder / "done.json").read_text())["checkpoint"].endswith(".ckpt")
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stage_finished_before_is_planned_as_reused(tmp_path):
+    """What `--plan` and fit print: the stage row says "reused", the total leaves it out, and
+    plan.yaml records it; a stage with another command, or no marker, is priced as before."""
+    profile = DataProfile(rows=10, classes=2, median_tokens=5, p95_tokens=8, total_tokens=50)
+    command = ("pretrain", "--config", "pretrain", "--seed_everything", "0")
+    stage = Stage("pretrain", "masked-LM", "3 passes", 30, 600.0, command=command)
+    fine = Stage("fine-tune", "on the labels", "2 passes", 20, 120.0)
+    plan = Plan("pretrain", "asked", profile, "en", (stage, fine), ())
+    assert with_reused_stages(plan, tmp_path) == plan  # nothing finished yet
+
+    checkpoint = tmp_path / "best.ckpt"
+    checkpoint.write_bytes(b"")
+    write_marker(stage_folder(tmp_path, "pretrain", command) / "done.json",
+                 {"checkpoint": str(checkpoint)})  # fmt: skip
+    reused = with_reused_stages(plan, tmp_path)
+
+    assert reused.seconds == 120.0 and reused.stages[1] == fine
+    rows = reused.render().splitlines()
+    assert re.fullmatch(r"  pretrain +masked-LM +3 passes +30 +reused", rows[2]), rows
+    assert re.fullmatch(r"  total +2 min \(\)", rows[-1]), rows  # the fine-tune's alone
+    assert reused.as_dict()["stages"][0]["reused"] is True
+    assert "reused" not in reused.as_dict()["stages"][1]
+    other = Stage("pretrain", "masked-LM", "3 passes", 30, 600.0, command=(*command[:-1], "1"))
+    assert with_reused_stages(replace(plan, stages=(other,)), tmp_path).seconds == 600.0

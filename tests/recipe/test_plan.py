@@ -23,15 +23,17 @@ from tscratch.cli.fit_quick import given_options
 from tscratch.config import EncoderConfig
 from tscratch.configs import CONFIGS
 from tscratch.data.encoding import pad_width
+from tscratch.errors import UserError
 from tscratch.nn.positions import POSITIONS, position_is_learned, position_scheme
 from tscratch.recipe import commands
 from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
+from tscratch.recipe.planner import check_recipe_options
 from tscratch.recipe.profile import DataProfile
 from tscratch.recipe.settings import Choice
 from tscratch.recipe.sizing import LOOP_SECONDS, SETUP_SECONDS, Sizing, schedule, vectors_seconds
 from tscratch.recipe.stages import main_stage, padded_width, window_rows
-from tscratch.recipe.stopping import early_stopping_given, validations
+from tscratch.recipe.stopping import early_stopping_given, stopping_settings, validations
 
 
 def test_given_options_are_the_flags_and_the_keys_of_config_files(tmp_path):
@@ -395,3 +397,36 @@ def test_vectors_from_an_encoder_are_priced_where_a_table_starts_from_them():
     assert main_stage(sizing, "fit", "").seconds == student.seconds
     assert set(sizing.measured) == {"fit step", "fit eval batch", "student step",
                                     "student eval batch", "minilm vectors batch"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("long_text", "planned"), [("windows", 6), ("pooled", 4), (None, 4)])
+def test_patience_counts_the_batches_a_pass_of_windows_makes(long_text, planned):
+    """6 windows of 3 texts in batches of 2, a validation every batch, 2 passes: a row per
+    window makes 3 batches a pass, texts (whole or pooled) 2."""
+    profile = DataProfile(rows=3, classes=2, median_tokens=600, p95_tokens=1200,
+                          total_tokens=1810, lengths=(10, 600, 1200))  # fmt: skip
+    view = Namespace(
+        patience="auto",
+        data=Namespace(augment_copies=0, max_length=512, long_text=long_text, stride=128,
+                       batch_size=2),
+        trainer=Namespace(max_epochs=2, max_steps=-1, val_check_interval=1,
+                          check_val_every_n_epoch=None, callbacks=None),
+    )  # fmt: skip
+    sizing = Sizing(view, Namespace(validation=[0] * 1000, test=[]), profile, "32-true")
+
+    (choice,) = stopping_settings(sizing, "val/acc")
+
+    assert f"of the {planned} validations planned" in choice.reason, choice.reason
+
+
+def test_the_plan_refuses_pooled_batches_sized_by_tokens_before_any_stage():
+    config = Namespace(
+        recipe="auto", patience=None, trainer=Namespace(callbacks=None),
+        model=Namespace(init_from=None, teacher=None, embed_init=None),
+        data=Namespace(long_text="pooled", max_tokens=4096, text_pair_column=None,
+                       label_delimiter=None),
+    )  # fmt: skip
+    with pytest.raises(UserError, match=r"^data.max_tokens \(4096\) sizes batches of rows; "):
+        check_recipe_options(config)
+    config.data.max_tokens = None
+    assert check_recipe_options(config) == (None, None)

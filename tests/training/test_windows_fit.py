@@ -178,12 +178,27 @@ def test_pooled_training_scores_each_text_by_its_mean_logits(cache, single_threa
     assert model.model.encoder.tok_emb.weight.grad.abs().sum() > 0
 
 
-def test_a_pooled_run_reads_long_texts_in_windows_once_trained(cache, tmp_path):
-    _, trainer, _ = _fit(tmp_path, cache, Recorder(), long_text="pooled")
-    last = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+def test_a_pooled_run_resumes_mid_epoch_and_reads_long_texts_in_windows(
+    cache, tmp_path, single_thread_module
+):
+    straight = Recorder()
+    _, _, data = _fit(tmp_path / "straight", cache, straight, long_text="pooled")
+    windowed = _data(cache, "windows")
+    # batches of 8 of the 48 training texts, where a row per window makes far more batches
+    assert len(data.train_dataloader()) == 6 < len(windowed.train_dataloader())
+    last = tmp_path / "straight" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     checkpoint = read_checkpoint(last)
-    data = checkpoint["datamodule_hyper_parameters"]
-    assert (data["long_text"], data["stride"]) == ("pooled", 3)
-    assert trainer.global_step == STEPS  # batches of texts: 48 training texts make 6
+    hparams = checkpoint["datamodule_hyper_parameters"]
+    assert (hparams["long_text"], hparams["stride"]) == ("pooled", 3)
     classifier = from_checkpoint(checkpoint)
     assert (classifier.long_text, classifier.stride) == ("chunk", 3)
+
+    before = Recorder(stop_at_step=3)
+    with pytest.raises(Interrupted):
+        _fit(tmp_path / "run", cache, before, every=3, long_text="pooled")
+    stopped = tmp_path / "run" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    after = Recorder()
+    _fit(tmp_path / "run", cache, after, every=3, ckpt=stopped, long_text="pooled")
+
+    assert len(straight.seen) == STEPS
+    assert before.seen + after.seen == straight.seen  # the same texts, the same RNG states

@@ -368,14 +368,16 @@ class TextClassificationData(TokenizedData):
         lengths = column(self.split("train"), "length")
         truncated = sum(n >= self._max_length for n in lengths) / len(lengths)
         cut = f"{truncated:.0%} of training rows truncated"
-        padding = self.padding_note(self.train_sampler(), lengths)
-        if self.pooled:
-            count = sum(map(len, column(self.split("train"), "windows")))
+        if self.pooled:  # a batch's rows are its texts' windows: name the most one holds
+            counts = list(map(len, column(self.split("train"), "windows")))
+            most = max(sum(counts[i] for i in b) for b in self.train_sampler().epoch_batches(0))
             cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the "
-            cut += f"{len(lengths):,} training texts make {count:,} windows, each text one "
+            cut += f"{len(lengths):,} training texts make {sum(counts):,} windows, each text one "
             cut += "example scored by the mean of its windows' logits"
-            padding = f"batches of {self.hparams.batch_size} texts"
-        elif self.windows:
+            padding = f"batches of {self.hparams.batch_size} texts, up to {most:,} windows"
+        else:
+            padding = self.padding_note(self.train_sampler(), lengths)
+        if self.windows and not self.pooled:
             texts = len(self._prepare().splits["train"])
             cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the {texts:,} "
             cut += f"training texts make {len(lengths):,} rows"

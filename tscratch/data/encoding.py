@@ -91,10 +91,11 @@ class PadCollator:
 
     Rows of text pairs also carry ``token_type_ids``: the batch then has ``token_type_ids``
     (B, T) long, padded with 0. Rows that carry an ``index`` (see :class:`IndexedRows`) give the
-    batch an ``index`` (B,) long. A text read whole (``long_text="windows"``, in evaluation)
-    is a row of ``windows``: the batch holds one row of ``input_ids`` per window, (W, T), and
-    ``window_owner`` (W,) long, the number in the batch of each window's text, whose
-    ``labels`` (and ``index``) stay one per text (`tscratch.data.windows`). Rows of a
+    batch an ``index`` (B,) long. A text read whole (``long_text`` "windows" in evaluation,
+    "pooled" in training too) is a row of ``windows``: the batch holds one row of
+    ``input_ids`` per window, (W, T), and ``window_owner`` (W,) long, the number in the batch
+    of each window's text, whose ``labels`` (and ``index``) stay one per text
+    (`tscratch.data.windows`). Rows of a
     distillation split (`tscratch.data.transfer`) give ``teacher_logits`` (B, C) float and
     ``real`` (B,) bool (False on augmented copies), and with ``teacher_features`` (the
     teacher's pooled vectors, one per row of the split) rows that carry a ``transfer_row`` give

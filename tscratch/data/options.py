@@ -9,7 +9,7 @@ from typing import Any
 from tscratch.data.augment import check_augment
 from tscratch.data.base import check_batching, check_data_args
 from tscratch.data.encoding import MIN_PAIR_LENGTH
-from tscratch.data.windows import check_long_text
+from tscratch.data.windows import check_long_text, check_pooled_batches
 from tscratch.data.words import require_jieba
 from tscratch.errors import UserError
 
@@ -31,11 +31,7 @@ def check_options(hp: Mapping[str, Any], vocab_size: int | str) -> None:
             f"b [SEP] needs at least {MIN_PAIR_LENGTH} tokens; raise it"
         )
     check_long_text(hp["long_text"], hp["stride"], hp["max_length"], hp["text_pair_column"])
-    if hp["long_text"] == "pooled" and hp["max_tokens"] is not None:
-        raise UserError(
-            f"data.max_tokens ({hp['max_tokens']}) sizes batches of rows; data.long_text pooled "
-            "batches whole texts of several windows: drop one of them"
-        )
+    check_pooled_batches(hp["long_text"], hp["max_tokens"])
     require_jieba("segmenter", hp["segmenter"])  # before minutes of tokenizing
     check_batching(hp["pad_widths"], hp["max_tokens"], hp["max_length"])
     check_augment(hp["augment_copies"], hp["augment_mask"], hp["augment_swap"], hp["augment_ngram"])

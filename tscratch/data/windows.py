@@ -171,6 +171,16 @@ def check_long_text(
         check_stride(stride, max_length - 1, max_length, "data.stride")
 
 
+def check_pooled_batches(long_text: str | None, max_tokens: int | None) -> None:
+    """One line for ``long_text="pooled"`` beside ``max_tokens``, which sizes batches of rows
+    where pooled batches hold whole texts (fit's plan checks it before any stage)."""
+    if long_text == "pooled" and max_tokens is not None:
+        raise UserError(
+            f"data.max_tokens ({max_tokens}) sizes batches of rows; data.long_text pooled "
+            "batches whole texts of several windows: drop one of them"
+        )
+
+
 def encode_windows(
     batch: dict[str, list], tokenizer: Tokenizer, max_length: int, stride: int, rows: bool
 ) -> dict[str, list]:

@@ -23,7 +23,7 @@ from tscratch.data.language import language
 from tscratch.data.sources import LabeledSplits, column
 from tscratch.data.splits import SPLIT_ARGS, load_labeled_splits
 from tscratch.data.tokenizer import load_tokenizer, reads_words
-from tscratch.data.windows import reads_windows
+from tscratch.data.windows import check_pooled_batches, reads_windows
 from tscratch.data.words import cut_words, jieba_installed
 from tscratch.errors import UserError
 from tscratch.nn.positions import position_length_limit
@@ -154,6 +154,7 @@ def check_recipe_options(config: Namespace) -> tuple[str | None, str | None]:
     check_patience(config)
     asked = config.get("recipe") or "plain"
     long_text = data.get("long_text")
+    check_pooled_batches(long_text, data.get("max_tokens"))
     if reads_windows(long_text) and (asked == "distil" or model.get("teacher")):
         what = "--recipe distil" if asked == "distil" else f"--model.teacher {model.teacher}"
         raise UserError(

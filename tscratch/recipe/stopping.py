@@ -15,6 +15,7 @@ from tscratch.errors import UserError
 from tscratch.recipe import settings
 from tscratch.recipe.settings import AUTO, Choice
 from tscratch.recipe.sizing import Sizing, schedule
+from tscratch.recipe.stages import window_rows
 
 
 def check_patience(config: Namespace) -> None:
@@ -46,6 +47,8 @@ def stopping_settings(sizing: Sizing, metric: str) -> list[Choice]:
         return [Choice("patience", None, why)]
     data = view.data
     rows = sizing.profile.rows * (1 + (data.get("augment_copies") or 0))
+    if data.get("long_text") == "windows":  # a row per window (no copies: no teacher)
+        rows, _ = window_rows(sizing.profile, data.max_length, data.get("stride"))
     batches = sizing.limit("train", math.ceil(rows / data.batch_size))
     passes, _ = schedule(batches, view.trainer)
     planned = validations(passes, batches, view.trainer)
