@@ -95,11 +95,10 @@ class PadCollator:
     "pooled" in training too) is a row of ``windows``: the batch holds one row of
     ``input_ids`` per window, (W, T), and ``window_owner`` (W,) long, the number in the batch
     of each window's text, whose ``labels`` (and ``index``) stay one per text
-    (`tscratch.data.windows`). Rows of a
-    distillation split (`tscratch.data.transfer`) give ``teacher_logits`` (B, C) float and
-    ``real`` (B,) bool (False on augmented copies), and with ``teacher_features`` (the
-    teacher's pooled vectors, one per row of the split) rows that carry a ``transfer_row`` give
-    ``teacher_features`` (B, D) float.
+    (`tscratch.data.windows`). Rows of a distillation split (`tscratch.data.transfer`) give
+    ``teacher_logits`` (B, C) float and ``real`` (B,) bool (False on augmented copies), and
+    with ``teacher_features`` (the teacher's pooled vectors, one per row of the split) rows
+    that carry a ``transfer_row`` give ``teacher_features`` (B, D) float.
     ``widths``: what T may be (`widths_for`); () pads to the longest row's multiple of 8.
     """
 

@@ -2,9 +2,9 @@
 
 A split's cache key names the tokenizer, how its texts become rows (`ENCODING` for single texts
 cut at `max_length`, `PAIR_ENCODING` for pairs, `WINDOWS` and the stride for texts read whole,
-and "pooled" for a training split whose texts stay whole rows),
-`max_length`, and the split's texts and labels: a change to any of them tokenizes it again. The
-keys of cut single texts and of pairs are those they had before windows existed.
+and "pooled" for a training split whose texts stay whole rows), `max_length`, and the split's
+texts and labels: a change to any of them tokenizes it again. The keys of cut single texts and
+of pairs are those they had before windows existed.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ example, its loss taken on the mean of its windows' logits, as evaluation scores
 test and prediction score a text by the mean of its windows' logits (`mean_of_windows`), so its
 softmax is the normalised geometric mean of the windows' probabilities. `tscratch predict
 --long_text chunk`, `tscratch test`, serve and `ExportedClassifier.logits` cut texts with the
-same `windows`. Plain tokenizers +
-torch: an exported classifier reads texts this way without the training stack.
+same `windows`. Plain tokenizers + torch: an exported classifier reads texts this way without
+the training stack.
 """
 
 from __future__ import annotations
