@@ -371,16 +371,16 @@ class TextClassificationData(TokenizedData):
         if self.pooled:  # a batch's rows are its texts' windows: name the most one holds
             counts = list(map(len, column(self.split("train"), "windows")))
             most = max(sum(counts[i] for i in b) for b in self.train_sampler().epoch_batches(0))
-            cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the "
-            cut += f"{len(lengths):,} training texts make {sum(counts):,} windows, each text one "
-            cut += "example scored by the mean of its windows' logits"
+            made = f"{sum(counts):,} windows, each text one example scored by the mean of its "
+            made += "windows' logits"
             padding = f"batches of {self.hparams.batch_size} texts, up to {most:,} windows"
         else:
+            made = f"{len(lengths):,} rows"
             padding = self.padding_note(self.train_sampler(), lengths)
-        if self.windows and not self.pooled:
+        if self.windows:
             texts = len(self._prepare().splits["train"])
             cut = f"texts in windows overlapping by {self.hparams.stride} tokens; the {texts:,} "
-            cut += f"training texts make {len(lengths):,} rows"
+            cut += f"training texts make {made}"
         summary = (
             f"{self.hparams.dataset}: {sizes} rows{self._pairs_note()}; {self.num_classes} "
             f"{'labels (multi-label)' if self.multi_label else 'classes'} "

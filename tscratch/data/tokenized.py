@@ -39,14 +39,15 @@ def tokenize_split(
     windows (`encode_windows`: the training split's rows are windows unless ``pooled``, another
     split's rows hold each text's ``windows``). Cached under ``key`` (default: the module
     docstring's), so the same split is read back, not tokenized again."""
-    window_rows = stride is not None and split == "train" and not pooled
+    training_windows = stride is not None and split == "train"
+    window_rows = training_windows and not pooled
     if key is None:
         texts, labels = column(ds, "text"), map(str, column(ds, "labels"))
         if pairs:
             parts = (PAIR_ENCODING, str(max_length), texts, column(ds, "text_pair"), labels)
         else:
             reading = () if stride is None else (WINDOWS, f"stride-{stride}")
-            if stride is not None and split == "train" and pooled:  # texts, not windows, as rows
+            if training_windows and pooled:  # texts, not windows, as rows
                 reading += ("pooled",)
             parts = (ENCODING, *reading, str(max_length), texts, labels)
         key = fingerprint(fingerprint(tokenizer.to_str()), *parts)

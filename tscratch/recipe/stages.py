@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from jsonargparse import Namespace
+
 from tscratch.data.augment import MAX_NGRAM
 from tscratch.data.encoding import pad_width, widths_for
 from tscratch.data.windows import default_stride, reads_windows, window_count
@@ -57,17 +59,16 @@ def main_stage(
     batch, eval_batch = data.batch_size, data.get("eval_batch_size") or 2 * data.batch_size
     # Rows a training step and an evaluation batch read, and what a pass reads if not texts.
     step_rows, eval_rows, shown = batch, eval_batch, None
+    rows = pass_rows(profile, data)
     if reads_windows(data.get("long_text")):  # no copies: no teacher
         cut, tokens = window_rows(profile, data.max_length, data.get("stride"))
         length = pad_width(max(2, math.ceil(tokens / cut)), widths)
         eval_rows = max(1, round(eval_batch * cut / profile.rows))  # each text's windows
-        rows = cut  # "windows": a row per window; "pooled": a step reads its texts' windows
         shown = f"{cut:,} windows of {profile.rows:,} texts"
-        if data.long_text == "pooled":
-            rows, step_rows = profile.rows, max(1, round(batch * cut / profile.rows))
+        if data.long_text == "pooled":  # a step reads its texts' windows
+            step_rows = max(1, round(batch * cut / profile.rows))
             shown = f"{profile.rows:,} texts ({cut:,} windows, each text scored as one)"
     else:
-        rows = profile.rows * (1 + copies)
         length = padded_width(profile, data.max_length, widths, copies, data.get("augment_ngram"))
     whole = math.ceil(rows / batch)
     per_pass = sizing.limit("train", whole)  # --trainer.limit_train_batches, if any
@@ -115,6 +116,14 @@ def padded_width(
     grams = sum(pad_width(min(n, MAX_NGRAM + 1), widths) for n in cut)
     total = full * (1 + copies - short) + grams * short
     return max(2, round(total / (len(cut) * (1 + copies))))
+
+
+def pass_rows(profile: DataProfile, data: Namespace) -> int:
+    """Rows a training pass is batched from: a row per window with ``long_text`` "windows", else
+    a row per text and per augmented copy (a "pooled" text is one row holding its windows)."""
+    if data.get("long_text") == "windows":
+        return window_rows(profile, data.max_length, data.get("stride"))[0]
+    return profile.rows * (1 + (data.get("augment_copies") or 0))
 
 
 def window_rows(profile: DataProfile, max_length: int, stride: int | None) -> tuple[int, int]:

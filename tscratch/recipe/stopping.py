@@ -15,7 +15,7 @@ from tscratch.errors import UserError
 from tscratch.recipe import settings
 from tscratch.recipe.settings import AUTO, Choice
 from tscratch.recipe.sizing import Sizing, schedule
-from tscratch.recipe.stages import window_rows
+from tscratch.recipe.stages import pass_rows
 
 
 def check_patience(config: Namespace) -> None:
@@ -46,9 +46,7 @@ def stopping_settings(sizing: Sizing, metric: str) -> list[Choice]:
         why = "the command's own EarlyStopping callback decides when to stop"
         return [Choice("patience", None, why)]
     data = view.data
-    rows = sizing.profile.rows * (1 + (data.get("augment_copies") or 0))
-    if data.get("long_text") == "windows":  # a row per window (no copies: no teacher)
-        rows, _ = window_rows(sizing.profile, data.max_length, data.get("stride"))
+    rows = pass_rows(sizing.profile, data)
     batches = sizing.limit("train", math.ceil(rows / data.batch_size))
     passes, _ = schedule(batches, view.trainer)
     planned = validations(passes, batches, view.trainer)
