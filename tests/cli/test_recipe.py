@@ -255,6 +255,16 @@ def test_a_stage_folder_follows_its_command():
     assert one.parent == root / "lightning_logs" / "stages" and one.name.startswith("pretrain-")
 
 
+def test_a_progress_bar_flag_does_not_move_a_stage_folder():
+    root = Path("/runs")
+    plain = ["pretrain", "--seed_everything", "0"]
+    quiet = ["pretrain", "--trainer.enable_progress_bar", "false", "--seed_everything", "0"]
+    assert stage_folder(root, "pretrain", quiet) == stage_folder(root, "pretrain", plain)
+    # a value that looks like the flag's is only skipped after the flag itself
+    other = ["pretrain", "--seed_everything", "false"]
+    assert stage_folder(root, "pretrain", other) != stage_folder(root, "pretrain", plain)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("recipe")

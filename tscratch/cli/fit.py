@@ -228,7 +228,6 @@ class TScratchCLI(LightningCLI):
             self.pretrained = self._adopt_init_source(config)
         settle_token_types(config)  # text pairs need token types 0 and 1
         if self.plans:
-            root = Path(config.trainer.default_root_dir or ".")
             plan = make_plan(config, self.given, self.best_metric[0])
             self.plan = with_reused_stages(plan, root)  # a stage run before is not run again
             log.info(self.plan.render())

@@ -1,12 +1,13 @@
 """The stages of `tscratch fit --recipe`, each a command of its own in a folder of its own.
 
 A stage's folder is `ROOT/lightning_logs/stages/KIND-HASH/`, HASH taken from the stage's command
-line, so the same command (same data, seed and sizes) reuses a finished stage and a changed one
-trains a new one. A stage is finished when its folder holds `done.json`, written whole or not at
-all; one that cannot be read counts as unfinished, with a warning. `--ckpt_path last` on the same
-command continues an unfinished stage where it stopped, then the main run. Under torchrun, rank 0
-runs the stage and the other ranks wait for its `done.json`. SIGTERM or Ctrl-C stop the stage
-after it saves; a stage dies with its parent (`tscratch.cli.stage_process`).
+line (less the progress bar's flag), so the same command (same data, seed and sizes) reuses a
+finished stage and a changed one trains a new one. A stage is finished when its folder holds
+`done.json`, written whole or not at all; one that cannot be read counts as unfinished, with a
+warning. `--ckpt_path last` on the same command continues an unfinished stage where it stopped,
+then the main run. Under torchrun, rank 0 runs the stage and the other ranks wait for its
+`done.json`. SIGTERM or Ctrl-C stop the stage after it saves; a stage dies with its parent
+(`tscratch.cli.stage_process`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,19 @@ DONE = "done.json"
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # as `tscratch fit` exits when stopped
 
 
+DISPLAY_FLAGS = ("--trainer.enable_progress_bar",)
+"""Stage flags that change what a run shows, not what it computes: they play no part in the
+folder's name, so a command rerun with or without a progress bar finds its finished stage."""
+
+
 def stage_folder(root: Path, kind: str, command: Sequence[str]) -> Path:
-    """Where the stage with this command line lives (resume flags play no part)."""
-    digest = hashlib.sha256("\0".join(command).encode()).hexdigest()[:10]
+    """Where the stage with this command line lives (resume and `DISPLAY_FLAGS` play no part)."""
+    kept = [
+        arg
+        for i, arg in enumerate(command)
+        if arg not in DISPLAY_FLAGS and (i == 0 or command[i - 1] not in DISPLAY_FLAGS)
+    ]
+    digest = hashlib.sha256("\0".join(kept).encode()).hexdigest()[:10]
     return root / "lightning_logs" / STAGES / f"{kind}-{digest}"
 
 
