@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -74,7 +73,7 @@ from tscratch.cli.fit_stopping import (
 )
 from tscratch.cli.fit_teacher import TeacherModel, check_teacher_options
 from tscratch.cli.launch import build_cli, console
-from tscratch.cli.stages import StageInterrupted, with_reused_stages
+from tscratch.cli.stages import StageInterrupted, run_root, with_reused_stages
 from tscratch.data.classification import TextClassificationData
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.errors import UserError, report
@@ -194,7 +193,7 @@ class TScratchCLI(LightningCLI):
         config = self.config
         check_trainer_ranges(config.trainer)  # before any folder is written
         check_root_dir(config.trainer)
-        root = Path(config.trainer.default_root_dir or ".")
+        root = run_root(config.trainer)
         resuming = config.ckpt_path == "last"
         config.ckpt_path, version, self.resume_state = resolve_ckpt_path(config.ckpt_path, root)
         if version is not None:  # resuming into the run's own folder: of course it is not empty

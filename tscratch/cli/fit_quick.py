@@ -192,7 +192,7 @@ def quick_plan(args: list[str]) -> int | None:
     from tscratch.cli.checks import check_trainer_ranges
     from tscratch.cli.fit_pairs import settle_token_types
     from tscratch.cli.output import log_to_stdout
-    from tscratch.cli.stages import with_reused_stages
+    from tscratch.cli.stages import run_root, with_reused_stages
     from tscratch.recipe.planner import check_recipe_options, make_plan
 
     log_to_stdout()  # as fit's console: a closed pipe ends the command quietly
@@ -202,8 +202,7 @@ def quick_plan(args: list[str]) -> int | None:
         check_trainer_ranges(config.trainer)
         check_recipe_options(config)
         settle_token_types(config)
-        root = Path(config.trainer.get("default_root_dir") or ".")
-        log.info(with_reused_stages(make_plan(config, given), root).render())
+        log.info(with_reused_stages(make_plan(config, given), run_root(config.trainer)).render())
     except UserError as error:
         return report(error)
     sys.stdout.flush()

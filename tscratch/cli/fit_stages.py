@@ -17,7 +17,7 @@ from jsonargparse import Namespace
 from tokenizers import Tokenizer
 
 from tscratch.checkpoint_files import read_checkpoint
-from tscratch.cli.stages import reusable, run_stage
+from tscratch.cli.stages import reusable, run_root, run_stage
 from tscratch.data.tokenizer import save_tokenizer
 from tscratch.nn.positions import position_is_learned
 from tscratch.recipe import settings
@@ -35,7 +35,7 @@ def run_stages(plan: Plan, config: Namespace, resuming: bool) -> dict[str, float
     Args:
         resuming: whether `--ckpt_path last` was given: an unfinished stage continues.
     """
-    root = Path(config.trainer.default_root_dir or ".")
+    root = run_root(config.trainer)
     took: dict[str, float] = {}
     for stage in plan.stages:
         if not stage.command:

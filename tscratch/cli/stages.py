@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import tscratch.cli.stage_process as stage_process
 from tscratch.checkpoint_files import atomic_write_text
@@ -34,6 +35,12 @@ log = logging.getLogger("tscratch")
 STAGES = "stages"
 DONE = "done.json"
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # as `tscratch fit` exits when stopped
+
+
+def run_root(trainer: Any) -> Path:
+    """The run's root folder, which its stages live under: ``trainer``'s `default_root_dir`,
+    else the working folder, as Lightning's own default."""
+    return Path(trainer.get("default_root_dir") or ".")
 
 
 DISPLAY_FLAGS = ("--trainer.enable_progress_bar",)
