@@ -72,6 +72,11 @@ class EncoderConfig:
     """Embeddings of adjacent token pairs, hashed into this many rows and added to each token's
     own (tscratch.nn.bigrams); 0 disables them. For tokens that are single characters
     (Chinese), where a pair is often a word."""
+    word_chars: int = 0
+    """Mix each vocabulary entry of several characters with its first `word_chars` characters'
+    own entries (`tscratch.nn.word_chars`): a token's vector is the mean of its row and its
+    characters' mean row. For Chinese read as words (`--data.segmenter jieba`), where a word seen
+    a few times borrows from characters seen in many words; 0 disables it."""
     embed_dim: int = 0
     """Width of the token embedding table when it is narrower than d_model: each token's vector
     is then projected up to d_model by a learned matrix (factorized embeddings, ALBERT: Lan et
@@ -123,6 +128,9 @@ class EncoderConfig:
         if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
             auto = "; 'auto' is chosen from the data by tscratch fit" if buckets == "auto" else ""
             raise UserError(f"bigram_buckets ({buckets!r}) must be an integer >= 0 (0: none){auto}")
+        chars = self.word_chars
+        if not isinstance(chars, int) or isinstance(chars, bool) or chars < 0:
+            raise UserError(f"word_chars ({chars!r}) must be an integer >= 0 (0: none)")
         width = self.embed_dim
         if not isinstance(width, int) or isinstance(width, bool) or not 0 <= width <= self.d_model:
             raise UserError(

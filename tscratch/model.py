@@ -1,9 +1,10 @@
 """The assemblies: `TransformerEncoder` and `TransformerClassifier`, built from an EncoderConfig.
 
 Encoder (Vaswani et al. 2017, figure 1, left half): token embedding (times sqrt(D) in the
-article), plus optional hashed embeddings of adjacent token pairs (`tscratch.nn.bigrams`), plus
-absolute positions when the scheme has them, plus optional token types, an optional embedding
-norm (BERT), dropout, N blocks, and a final norm for Pre-LN.
+article; optionally mixed with its characters' rows, `tscratch.nn.word_chars`), plus optional
+hashed embeddings of adjacent token pairs (`tscratch.nn.bigrams`), plus absolute positions
+when the scheme has them, plus optional token types, an optional embedding norm (BERT),
+dropout, N blocks, and a final norm for Pre-LN.
 
 Initialization (tested): Xavier-uniform for every projection, zero biases, ones/zeros for norms;
 token embeddings N(0, D^-1/2) when scaled by sqrt(D) (so scaled embeddings have unit variance,
@@ -33,6 +34,7 @@ from tscratch.nn.heads import ClassificationHead, Pooling, pool
 from tscratch.nn.masks import attention_keep_mask
 from tscratch.nn.norms import make_norm
 from tscratch.nn.positions import position_scheme
+from tscratch.nn.word_chars import identity_table, mix_characters
 
 
 class EncoderOutput(NamedTuple):
@@ -76,6 +78,9 @@ class TransformerEncoder(nn.Module):
         if config.bigram_buckets:  # zeros, no random draw: the other weights start as without it
             zeros = torch.zeros(config.bigram_buckets, D)
             self.bigram_emb = nn.Embedding.from_pretrained(zeros, freeze=False)
+        if config.word_chars:  # (V, K) each entry's characters, filled from the tokenizer
+            table = identity_table(config.vocab_size, config.word_chars, config.pad_id)
+            self.register_buffer("word_char_ids", table)
         self.positions = position_scheme(config)
         self.emb_norm = make_norm(config.norm, D, config.norm_eps, config.bias)
         if not config.embedding_norm:
@@ -98,7 +103,10 @@ class TransformerEncoder(nn.Module):
         A token hidden from attention (token dropout) must also be hidden from its right
         neighbour's pair: replace its id by `pad_id` before calling this (ClassificationTask
         does)."""
-        x = self.tok_emb(input_ids)  # (B, T, D), or (B, T, embed_dim) projected up to D
+        if self.config.word_chars:  # (B, T, D): each token's row mixed with its characters'
+            x = mix_characters(self.tok_emb, input_ids, self.word_char_ids, self.config.pad_id)
+        else:
+            x = self.tok_emb(input_ids)  # (B, T, D), or (B, T, embed_dim) projected up to D
         if self.emb_proj is not None:
             x = self.emb_proj(x)
         if self.config.scale_embeddings:

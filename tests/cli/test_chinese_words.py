@@ -27,8 +27,7 @@ pytestmark = pytest.mark.skipif(not jieba_installed(), reason="needs jieba (the 
 PROBE = {"体育": "记者报道球队在比赛中进球", "财经": "记者报道银行利率和股票市场"}
 
 
-@pytest.fixture(scope="module")
-def best(tmp_path_factory, shared_cache) -> Path:
+def _fit_words(tmp_path_factory, shared_cache, *extra: str) -> Path:
     folder = tmp_path_factory.mktemp("words")
     data = folder / "新闻.csv"
     Dataset.from_dict(_rows(300, random.Random(1))).to_csv(str(data), index=False)
@@ -40,11 +39,16 @@ def best(tmp_path_factory, shared_cache) -> Path:
         "--trainer.limit_val_batches", "1.0", "--trainer.limit_test_batches", "1.0",
         "--trainer.default_root_dir", root, "--trainer.enable_progress_bar", "false",
         "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
-        "--trainer.logger.save_dir", root, "--baseline", "false",
+        "--trainer.logger.save_dir", root, "--baseline", "false", *extra,
     ]  # fmt: skip
     code, log = fit_in_process(args, shared_cache)
     assert code == 0, log
     return next((root / "lightning_logs" / "version_0" / "checkpoints").glob("best-*.ckpt"))
+
+
+@pytest.fixture(scope="module")
+def best(tmp_path_factory, shared_cache) -> Path:
+    return _fit_words(tmp_path_factory, shared_cache)
 
 
 def test_the_model_reads_words_and_predicts_the_topics(best):
@@ -74,6 +78,29 @@ def test_export_and_onnx_read_the_same_words_as_the_checkpoint(best, tmp_path):
     )
     assert not torch.allclose(chars, reference[:2], atol=1e-3)
     assert set(TOPICS) == set(load(folder).labels)
+
+
+def test_words_mixed_with_their_characters_read_the_same_after_export(
+    tmp_path_factory, shared_cache, tmp_path
+):
+    # --model.word_chars: the checkpoint carries each word's characters, filled from the
+    # tokenizer when the fit started, and the folder and ONNX read them as the checkpoint does.
+    pytest.importorskip("onnxruntime")
+    best = _fit_words(tmp_path_factory, shared_cache, "--model.word_chars", "3")
+    classifier = open_classifier(best)
+    table = torch.load(best, weights_only=True)["state_dict"]["model.encoder.word_char_ids"]
+    ids = [classifier.tokenizer.token_to_id(t) for t in ("记者", "记", "者", "[PAD]")]
+    assert table[ids[0]].tolist() == ids[1:]
+    folder = export(best, tmp_path / "exported", onnx=True)
+    assert json.loads((folder / "config.json").read_text())["encoder"]["word_chars"] == 3
+    texts = [*PROBE.values(), "今天的比赛很精彩"]
+    reference = classifier.logits(texts)
+    assert torch.allclose(load(folder).logits(texts), reference, atol=1e-5)
+    assert torch.allclose(load(folder, runtime="onnx").logits(texts), reference, atol=1e-4)
+    unseen = _rows(60, random.Random(7))
+    predicted = [p["label"] for p in classifier.predict(unseen["text"])]
+    hits = sum(p == label for p, label in zip(predicted, unseen["label"], strict=True))
+    assert hits / len(predicted) >= LEARNED
 
 
 def test_the_plan_chooses_words_for_chinese_and_counts_them(tmp_path, shared_cache):

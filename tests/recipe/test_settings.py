@@ -7,7 +7,12 @@ from dataclasses import replace
 import pytest
 
 from tscratch.recipe import settings as recipe
-from tscratch.recipe.profile import DataProfile, estimate_tokens, recurring_words
+from tscratch.recipe.profile import (
+    DataProfile,
+    distinct_ideographs,
+    estimate_tokens,
+    recurring_words,
+)
 
 
 def profile(median: int, p95: int, rows: int = 1000, total: int | None = None) -> DataProfile:
@@ -95,12 +100,12 @@ def test_a_vocabulary_of_words_is_sized_from_the_text_read_as_characters():
     assert DataProfile.of(texts, classes=2).character_reading is None
     assert DataProfile.of(texts, classes=2).recurring_words is None
     large = replace(words, total_tokens=500_000, character_reading=1_000_000, recurring_words=None)
+    large = replace(large, ideographs=None)  # the texts' 11 are pinned in the next test
     chosen = recipe.vocab_size(large)
     # 62 ideographs per entry (a words table aims at 50); 500,000 words would give 4,000
     assert chosen.value == 16000
     assert chosen.reason == (
-        "1,000,000 training tokens (counted a token per ideograph; the entries are words): 62 "
-        "per entry (aim 50+)"
+        "1,000,000 training tokens (counted a token per ideograph): 62 per entry (aim 50+)"
     )
     assert recipe.vocab_size(replace(large, character_reading=None)).value == 4000
     # THUCNews titles: 858,815 tokens read one per ideograph, 53 an entry of 16,000 (8,000 at 100)
@@ -126,13 +131,23 @@ def test_long_text_is_stated_only_where_texts_are_cut():
 def test_a_table_of_words_holds_no_more_entries_than_words_the_texts_repeat():
     texts = ["苹果 我们 苹果 。", "我们 苹果 香蕉", "香蕉 我们 西瓜"]  # 苹果 and 我们 three times
     assert recurring_words(texts) == 2 and recurring_words(texts, least=2) == 3
+    assert distinct_ideographs(texts) == 8 and DataProfile.of(texts, 2, True).ideographs == 8
     profile = DataProfile(9600, 2, 73, 241, 669_248, character_reading=1_024_199)
     # ChnSentiCorp: 16,000 by the ideographs, 10,892 words seen three times or more
     chosen = recipe.vocab_size(replace(profile, recurring_words=10_892))
     assert chosen.value == 8000
     assert chosen.reason == (
-        "1,024,199 training tokens (counted a token per ideograph; the entries are words): 128 "
-        "per entry (aim 50+), capped at the 10,892 words seen 3+ times"
+        "1,024,199 training tokens (counted a token per ideograph): 128 per entry (aim 50+), "
+        "capped at the 10,892 words seen 3+ times"
+    )
+    # WordPiece keeps both forms of each ideograph first: the plan says what they leave words
+    both = recipe.vocab_size(replace(profile, recurring_words=10_892, ideographs=4_160))
+    assert both.reason.endswith(
+        "; the 4,160 ideographs' two forms (c, ##c) take 8,320, so few entries are words"
+    )
+    roomy = recipe.vocab_size(replace(profile, recurring_words=16_498, ideographs=4_150))
+    assert roomy.value == 16000 and roomy.reason.endswith(
+        "; the 4,150 ideographs' two forms (c, ##c) take 8,300, words the rest"
     )
     # THUCNews titles: 16,498 such words, so the ideographs' 16,000 stand
     titles = replace(profile, character_reading=858_815, recurring_words=16_498)

@@ -50,7 +50,7 @@ def _changed_values() -> dict[str, object]:
         "max_len": 48, "dropout": 0.05, "attention_dropout": 0.02, "norm_first": True,
         "norm": "rmsnorm", "norm_eps": 1e-6, "position": "learned", "ffn": "geglu", "pad_id": 2,
         "bias": False, "scale_embeddings": False, "embedding_norm": True, "type_vocab_size": 2,
-        "bigram_buckets": 32, "embed_dim": 8,
+        "bigram_buckets": 32, "word_chars": 3, "embed_dim": 8,
         "attention_impl": "explicit", "rope_base": 500.0, "t5_num_buckets": 16,
         "t5_max_distance": 64,
     }  # fmt: skip

@@ -29,6 +29,8 @@ from tscratch.nn.positions import position_length_limit
 Header = dict[str, tuple[str, tuple[int, ...]]]
 """Tensor name -> (safetensors dtype such as "F32", shape)."""
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+ID_DTYPES = ("I64",)
+"""The dtype of a table of token ids the model carries (`word_char_ids`)."""
 TABLE_FLOOR = 1 << 22
 """Numbers a position table (max_len x d_model) may hold beyond what the file holds: the
 sinusoidal table is recomputed, not saved, so only this bound keeps a crafted max_len from
@@ -48,7 +50,7 @@ def torch_forward(
         device: where the network runs.
     """
     check_header(read_header(file), config, encoder, (config_file, file))
-    state = read_weights(file)  # finite, or one line naming the tensor
+    state = read_weights(file, encoder.vocab_size)  # finite, or one line naming the tensor
     model = TransformerClassifier(encoder, config["num_classes"], pooling=config["pooling"])
     model.load_state_dict(state)  # names and shapes checked: strict loading cannot fail
     del state
@@ -101,7 +103,8 @@ def check_header(
             model = TransformerClassifier(encoder, config["num_classes"], config["pooling"])
     except UserError as error:  # a scheme that cannot work with the config
         raise UserError(f"{config_file}: encoder.{error}") from None
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    state = model.state_dict()
+    expected = {name: tuple(t.shape) for name, t in state.items()}
     for name, shape in expected.items():
         if name not in header:
             raise UserError(
@@ -113,8 +116,9 @@ def check_header(
             raise UserError(
                 f"{file}: tensor {name} has shape {got}, {config_file.name} implies {shape}"
             )
-        if dtype not in FLOAT_DTYPES:
-            raise UserError(f"{file}: tensor {name} is {dtype}, expected one of {FLOAT_DTYPES}")
+        allowed = FLOAT_DTYPES if state[name].is_floating_point() else ID_DTYPES
+        if dtype not in allowed:
+            raise UserError(f"{file}: tensor {name} is {dtype}, expected one of {allowed}")
     extra = sorted(set(header) - set(expected))
     if extra:
         raise UserError(
@@ -123,10 +127,18 @@ def check_header(
         )
 
 
-def read_weights(file: Path) -> dict[str, Tensor]:
-    """The tensors of a file whose header `check_header` passed, each checked to be finite."""
+def read_weights(file: Path, vocab_size: int | None = None) -> dict[str, Tensor]:
+    """The tensors of a file whose header `check_header` passed, each checked to be finite, and
+    each table of token ids to hold ids of the vocabulary when `vocab_size` is given."""
     state = load_file(str(file))
     for name, tensor in state.items():
+        if vocab_size is not None and not tensor.is_floating_point():
+            bad = int(((tensor < 0) | (tensor >= vocab_size)).sum())
+            if bad:
+                raise UserError(
+                    f"{file}: tensor {name} holds {bad:,} ids outside the vocabulary [0, "
+                    f"{vocab_size:,}); the weights are damaged: export a good checkpoint again"
+                )
         bad = int((~torch.isfinite(tensor)).sum())
         if bad:
             raise UserError(

@@ -52,11 +52,12 @@ ARCHITECTURE = tuple(
     for f in EncoderConfig.__dataclass_fields__.values()
     if f.name
     not in EncoderConfig.RUNTIME_FIELDS
-    | {"vocab_size", "pad_id", "position", "bigram_buckets", "embed_dim"}
+    | {"vocab_size", "pad_id", "position", "bigram_buckets", "embed_dim", "word_chars"}
 )
 """The main run's architecture fields the pretraining stage copies in this order (the position
-scheme, token-pair and factorized embeddings follow, the last two only when there are any, so
-stage commands without them stay as they were and their folders are found again)."""
+scheme, token-pair, factorized and character-mixed embeddings follow, the last three only when
+there are any, so stage commands without them stay as they were and their folders are found
+again)."""
 TEACHER_READINGS = 120_000
 """Most texts the teacher reads to make the student's transfer set, the training texts and their
 augmented copies together: copies per text fall as the data grows (`teacher_copies`), down to
@@ -220,6 +221,8 @@ def pretrain_command(
         flags += ["--model.bigram_buckets", str(buckets)]
     if model.get("embed_dim"):
         flags += ["--model.embed_dim", str(model.embed_dim)]
+    if model.get("word_chars"):
+        flags += ["--model.word_chars", str(model.word_chars)]
     position = model.get("position") or STAGE_POSITION
     flags += ["--model.position", position, "--trainer.max_epochs", str(epochs)]
     if embed_init is not None:

@@ -32,7 +32,12 @@ from tscratch.pretrained.m3e import M3E
 from tscratch.recipe import commands, settings
 from tscratch.recipe.distil import distil_settings
 from tscratch.recipe.plan import Plan, write_settings
-from tscratch.recipe.profile import DataProfile, estimate_counts, recurring_words
+from tscratch.recipe.profile import (
+    DataProfile,
+    distinct_ideographs,
+    estimate_counts,
+    recurring_words,
+)
 from tscratch.recipe.rule import Decision, choose
 from tscratch.recipe.settings import AUTO, Choice, wanted_options
 from tscratch.recipe.sizing import TEACHERS, Sizing
@@ -287,4 +292,10 @@ def training_profile(
         return profile
     pairs_read = zip(texts, second, strict=True)
     read = sum(estimate_counts(a)[0] + estimate_counts(b)[0] + 1 for a, b in pairs_read)
-    return replace(profile, character_reading=read, recurring_words=recurring_words(texts + second))
+    both = texts + second
+    return replace(
+        profile,
+        character_reading=read,
+        recurring_words=recurring_words(both),
+        ideographs=distinct_ideographs(both),
+    )

@@ -29,6 +29,7 @@ back to more, so the estimate is low by what it lacks)."""
 _WORD = re.compile(rf"[{CJK}]{{2,}}")
 """A word of two or more ideographs in a text cut into jieba's words (single ideographs are
 characters, which every words table holds)."""
+_IDEOGRAPH = re.compile(rf"[{CJK}]")
 MIN_WORD_COUNT = 3
 """Times a word must occur in the training texts to count as recurring (`recurring_words`): a
 word seen once or twice gives its entry almost nothing to learn from. Three is where the two
@@ -41,6 +42,12 @@ def recurring_words(texts: Sequence[str], least: int = MIN_WORD_COUNT) -> int:
     least ``least`` times."""
     counts = Counter(word for text in texts for word in _WORD.findall(text))
     return sum(1 for n in counts.values() if n >= least)
+
+
+def distinct_ideographs(texts: Sequence[str]) -> int:
+    """Distinct CJK ideographs ``texts`` hold: a words tokenizer keeps an entry for each, in
+    both its forms (``c`` and ``##c``, `tscratch.data.tokenizer`), before any word."""
+    return len({c for text in texts for c in _IDEOGRAPH.findall(text)})
 
 
 def estimate_tokens(text: str) -> int:
@@ -80,6 +87,9 @@ class DataProfile:
     recurring_words: int | None = None
     """For texts read as jieba's words: distinct words of two or more ideographs seen at least
     `MIN_WORD_COUNT` times (`recurring_words`; what a table of words is capped at)."""
+    ideographs: int | None = None
+    """For texts read as jieba's words: distinct ideographs (`distinct_ideographs`), whose two
+    forms the table holds before its words."""
 
     @classmethod
     def of(cls, texts: Sequence[str], classes: int, words_cut: bool = False) -> DataProfile:
@@ -89,7 +99,10 @@ class DataProfile:
             return profile
         characters = sum(estimate_counts(t)[0] for t in texts)
         return replace(
-            profile, character_reading=characters, recurring_words=recurring_words(texts)
+            profile,
+            character_reading=characters,
+            recurring_words=recurring_words(texts),
+            ideographs=distinct_ideographs(texts),
         )
 
     @classmethod

@@ -373,6 +373,7 @@ class ClassificationTask(EncoderTask):
         (not when resuming: the checkpoint holds every weight)."""
         if stage != "fit" or self.trainer.ckpt_path:
             return
+        self.fill_word_chars()
         self.start_embeddings()
         if self.hparams.init_from is None:
             return

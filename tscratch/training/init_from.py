@@ -50,7 +50,9 @@ def _from_export(folder: Path) -> Pretrained:
     check_header(read_header(file), config, encoder, (folder / CONFIG, file))
     prefix = "encoder."
     state = {
-        k.removeprefix(prefix): v for k, v in read_weights(file).items() if k.startswith(prefix)
+        k.removeprefix(prefix): v
+        for k, v in read_weights(file, encoder.vocab_size).items()
+        if k.startswith(prefix)
     }
     check_digest(file, config)  # weights changed since export are refused, as `load` does
     tokenizer = read_tokenizer(existing(folder / TOKENIZER), config, encoder)

@@ -125,6 +125,7 @@ class MaskedLMTask(EncoderTask):
         """Start the token embeddings from `embed_init`'s vectors before training (not when
         resuming: the checkpoint holds every weight)."""
         if stage == "fit" and not self.trainer.ckpt_path:
+            self.fill_word_chars()
             self.start_embeddings()
 
     @classmethod

@@ -10,6 +10,7 @@ arguments), and hands the built `OptimizerConfig` to `EncoderTask.__init__`, whi
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,8 @@ from tscratch.training.init_from import resolve_init_source
 from tscratch.training.optim import OptimizerConfig, parameter_groups
 from tscratch.training.static_embeddings import initialize_embeddings
 from tscratch.version import __version__, load_hint
+
+log = logging.getLogger("tscratch")
 
 
 class EncoderTask(L.LightningModule):
@@ -91,6 +94,27 @@ class EncoderTask(L.LightningModule):
                 f"loss is {loss.item()} at step {self.global_step}; lower --model.lr or check "
                 f"the data (the last good checkpoint is kept)"
             )
+
+    def fill_word_chars(self) -> None:
+        """Give every encoder with ``word_chars`` its vocabulary entries' characters, from the
+        data module's tokenizer (`tscratch.data.word_chars`). Call it from `setup` when a fit
+        starts: a resumed or loaded model has the table in its state dict."""
+        from tscratch.data.word_chars import word_char_table
+
+        encoders = [m for m in self.model.modules() if hasattr(m, "word_char_ids")]
+        if not encoders:
+            return
+        tokenizer = getattr(self.trainer.datamodule, "tokenizer", None)
+        if tokenizer is None:
+            log.warning(
+                "--model.word_chars: no data module's tokenizer to read the entries' characters "
+                "from, so each entry keeps its own vector alone"
+            )
+            return
+        config = encoders[0].config
+        table = word_char_table(tokenizer, config.word_chars, config.pad_id)
+        for encoder in encoders:
+            encoder.word_char_ids.copy_(table)
 
     def start_embeddings(self) -> None:
         """Start the token embeddings from the `embed_init` hyperparameter's vectors
