@@ -15,8 +15,13 @@ cells are read as the exact text the file holds, and a JSON column that would me
 from __future__ import annotations
 
 import logging
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Value
@@ -37,6 +42,8 @@ from tscratch.errors import UserError
 logger = logging.getLogger(__name__)
 
 BBC_NEWS = "bbc_news"
+HUB_PROBE_SECONDS = 3.0
+"""How long `hub_reachable` waits for the hub's host to take a connection."""
 
 
 def load_bbc_news() -> Dataset:
@@ -156,13 +163,50 @@ def _innermost(err: BaseException) -> BaseException:
     return err
 
 
-def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetDict:
+def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
+    """Whether the Hugging Face hub's host takes a connection within ``timeout`` seconds (its
+    name resolved included). Behind a proxy (``HTTPS_PROXY``, ``ALL_PROXY``) the host is not
+    dialled directly, so the hub is taken as reachable and ``datasets`` finds out."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    endpoint = urlparse(constants.ENDPOINT)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
     try:
-        loaded = datasets.load_dataset(dataset, name, cache_dir=cache_dir)
+        socket.create_connection((endpoint.hostname, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """``datasets`` and ``huggingface_hub`` in offline mode, as ``HF_HUB_OFFLINE=1`` would set
+    them at start-up: a copy cached by an earlier download loads, anything else fails at once
+    instead of after the hub client's retries."""
+    from huggingface_hub import constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
+
+
+def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetDict:
+    online = hub_reachable()
+    try:
+        with nullcontext() if online else _offline():
+            loaded = datasets.load_dataset(dataset, name, cache_dir=cache_dir)
     except Exception as err:  # offline, unknown id, gated repo...: all mean "use something else"
+        why = type(err).__name__ if online else "the hub is not reachable from here, nor cached"
         raise UserError(
             f"could not load dataset {dataset!r} from the Hugging Face hub "
-            f"({type(err).__name__}; no local file or folder of that name either); pass a local "
+            f"({why}; no local file or folder of that name either); pass a local "
             f".csv/.json/.parquet path or dataset='bbc_news'"
         ) from err
     if not isinstance(loaded, DatasetDict):

@@ -1,0 +1,75 @@
+"""A hub id when the hub cannot be reached: `tscratch.data.loading.hub_reachable` dials the hub's
+host once, and an unreachable hub loads in offline mode (a cached copy still loads; anything
+else fails at once, not after the hub client's retries)."""
+
+from __future__ import annotations
+
+import socket
+
+import datasets
+import pytest
+from huggingface_hub import constants
+
+from tscratch.data import loading
+from tscratch.errors import UserError
+
+
+@pytest.fixture
+def listener():
+    """A local port that takes connections, and one that refuses them."""
+    server = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    refused = closed.getsockname()[1]
+    closed.close()
+    yield server.getsockname()[1], refused
+    server.close()
+
+
+@pytest.fixture
+def no_proxy(monkeypatch):
+    """No proxy, and offline mode off (conftest turns it on for every test)."""
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+def test_the_probe_dials_the_hubs_host(monkeypatch, listener, no_proxy):
+    open_port, refused = listener
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{open_port}")
+    assert loading.hub_reachable(timeout=1)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{refused}")
+    assert not loading.hub_reachable(timeout=1)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://no-such-host.invalid")
+    assert not loading.hub_reachable(timeout=1)
+
+
+def test_a_proxy_is_trusted_and_offline_mode_is_obeyed(monkeypatch, listener, no_proxy):
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{listener[1]}")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert loading.hub_reachable(timeout=1)  # the host is reached through the proxy, not dialled
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert not loading.hub_reachable(timeout=1)
+
+
+def test_an_unreachable_hub_is_read_in_offline_mode_and_fails_in_one_line(monkeypatch, no_proxy):
+    seen = []
+
+    def load_dataset(*args, **kwargs):
+        seen.append((datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE))
+        raise ConnectionError("Couldn't reach 'some_user/nonexistent_ds' on the Hub")
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    for reachable, why in ((False, "the hub is not reachable from here, nor cached"),
+                           (True, "ConnectionError")):  # fmt: skip
+        monkeypatch.setattr(loading, "hub_reachable", lambda r=reachable: r)
+        with pytest.raises(UserError) as caught:
+            loading.load_source("some_user/nonexistent_ds")
+        assert str(caught.value) == (
+            f"could not load dataset 'some_user/nonexistent_ds' from the Hugging Face hub ({why}; "
+            "no local file or folder of that name either); pass a local .csv/.json/.parquet path "
+            "or dataset='bbc_news'"
+        )
+    # offline mode while unreachable (a cached copy would load), and only for that call
+    assert seen == [(True, True), (False, False)]
+    assert (datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE) == (False, False)
