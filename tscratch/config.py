@@ -19,6 +19,8 @@ Position = str
 FFN = Literal["relu", "gelu", "swiglu", "geglu"]
 Norm = Literal["layernorm", "rmsnorm"]
 AttentionImpl = Literal["auto", "sdpa", "explicit"]
+MAX_WORD_CHARS = 16
+"""Most characters `EncoderConfig.word_chars` reads of an entry: the table is V x word_chars ids."""
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,14 @@ class EncoderConfig:
             auto = "; 'auto' is chosen from the data by tscratch fit" if buckets == "auto" else ""
             raise UserError(f"bigram_buckets ({buckets!r}) must be an integer >= 0 (0: none){auto}")
         chars = self.word_chars
-        if not isinstance(chars, int) or isinstance(chars, bool) or chars < 0:
-            raise UserError(f"word_chars ({chars!r}) must be an integer >= 0 (0: none)")
+        if (
+            not isinstance(chars, int)
+            or isinstance(chars, bool)
+            or not 0 <= chars <= MAX_WORD_CHARS
+        ):
+            raise UserError(
+                f"word_chars ({chars!r}) must be an integer from 0 (none) to {MAX_WORD_CHARS}"
+            )
         width = self.embed_dim
         if not isinstance(width, int) or isinstance(width, bool) or not 0 <= width <= self.d_model:
             raise UserError(

@@ -203,6 +203,16 @@ def test_pretrain_tokens_sets_the_stages_budget_and_must_be_positive():
         stage_commands.pretrain_command(config, _profile(450, 1778))
 
 
+def test_word_chars_reach_the_stage_only_when_set():
+    config = _config()
+    default = stage_commands.pretrain_command(config, _profile(73, 9600))
+    assert "--model.word_chars" not in default  # so the default stage keeps its folder
+    config.model.word_chars = 4
+    mixed = stage_commands.pretrain_command(config, _profile(73, 9600))
+    at = mixed.index("--model.word_chars")
+    assert mixed[at + 1] == "4" and mixed[:at] + mixed[at + 2 :] == default
+
+
 def test_pretrain_objective_reaches_the_stage_and_the_default_adds_no_flag():
     config = _config()
     default = stage_commands.pretrain_command(config, _profile(450, 1778))

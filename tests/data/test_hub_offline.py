@@ -4,7 +4,9 @@ else fails at once, not after the hub client's retries)."""
 
 from __future__ import annotations
 
+import logging
 import socket
+import threading
 
 import datasets
 import pytest
@@ -60,8 +62,8 @@ def test_an_unreachable_hub_is_read_in_offline_mode_and_fails_in_one_line(monkey
 
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    for reachable, why in ((False, "the hub is not reachable from here, nor cached"),
-                           (True, "ConnectionError")):  # fmt: skip
+    unreachable = "ConnectionError: the hub is not reachable from here and no copy of it is cached"
+    for reachable, why in ((False, unreachable), (True, "ConnectionError")):
         monkeypatch.setattr(loading, "hub_reachable", lambda r=reachable: r)
         with pytest.raises(UserError) as caught:
             loading.load_source("some_user/nonexistent_ds")
@@ -73,3 +75,29 @@ def test_an_unreachable_hub_is_read_in_offline_mode_and_fails_in_one_line(monkey
     # offline mode while unreachable (a cached copy would load), and only for that call
     assert seen == [(True, True), (False, False)]
     assert (datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE) == (False, False)
+    # the user's own HF_HUB_OFFLINE=1 is named as the reason
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(loading, "hub_reachable", lambda: False)
+    with pytest.raises(UserError, match=r"\(ConnectionError: HF_HUB_OFFLINE is set and no copy"):
+        loading.load_source("some_user/nonexistent_ds")
+
+
+def test_a_cached_copy_loads_offline_with_a_warning(monkeypatch, no_proxy, caplog):
+    cached = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a"]})})
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: cached)
+    monkeypatch.setattr(loading, "hub_reachable", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="tscratch"):
+        assert loading.load_source("some_user/cached_ds") is cached
+    assert (
+        "the Hugging Face hub is not reachable from here: dataset 'some_user/cached_ds' was read "
+        "from the copy an earlier download cached"
+    ) in caplog.text
+
+
+def test_the_probe_gives_up_at_its_deadline(monkeypatch, no_proxy):
+    def hang(*args, **kwargs):  # a lookup or a dropped packet that never answers
+        threading.Event().wait(30)
+
+    monkeypatch.setattr(socket, "create_connection", hang)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://huggingface.co")
+    assert loading.hub_reachable(timeout=0.2) is False

@@ -60,9 +60,10 @@ def test_a_words_gradient_reaches_its_characters_rows_and_the_table_is_in_the_st
     assert again.word_char_ids.equal(encoder.word_char_ids)
 
 
-@pytest.mark.parametrize("value", [-1, True, 1.5, "auto"])
-def test_word_chars_must_be_a_whole_number(value):
-    with pytest.raises(UserError, match=rf"^word_chars \({value!r}\) must be an integer >= 0"):
+@pytest.mark.parametrize("value", [-1, True, 1.5, "auto", 17])
+def test_word_chars_must_be_a_whole_number_up_to_16(value):
+    message = rf"^word_chars \({value!r}\) must be an integer from 0 \(none\) to 16$"
+    with pytest.raises(UserError, match=message):
         config(word_chars=value)
 
 
@@ -94,3 +95,37 @@ def test_a_fit_without_a_data_module_says_the_table_stays_unfilled(tmp_path, cap
         "--model.word_chars: no data module's tokenizer to read the entries' characters from, "
         "so each entry keeps its own vector alone"
     ) in caplog.text
+
+
+@pytest.mark.skipif(not jieba_installed(), reason="needs jieba (the zh extra)")
+def test_the_pretraining_stage_fills_the_table_and_a_mismatched_tokenizer_is_one_line():
+    from types import SimpleNamespace
+
+    from tscratch.training.masked_lm import MaskedLMTask
+
+    tokenizer = train_tokenizer(REVIEWS, "wordpiece", 80, 1000, segmenter="jieba")
+    size = tokenizer.get_vocab_size()
+    task = MaskedLMTask(vocab_size=size, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                        max_len=16, word_chars=3)  # fmt: skip
+    task._trainer = SimpleNamespace(datamodule=SimpleNamespace(tokenizer=tokenizer))
+    task.fill_word_chars()
+    assert task.model.encoder.word_char_ids.equal(word_char_table(tokenizer, 3, 0))
+    other = MaskedLMTask(vocab_size=size + 5, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                         max_len=16, word_chars=3)  # fmt: skip
+    other._trainer = task._trainer
+    with pytest.raises(UserError) as caught:
+        other.fill_word_chars()
+    assert str(caught.value) == (
+        f"--model.word_chars: the tokenizer has {size:,} entries but the model's vocab_size is "
+        f"{size + 5:,}; build the model from the tokenizer's size (the CLI does this for you)"
+    )
+
+
+def test_the_encoder_decoder_refuses_word_chars():
+    from tscratch.seq2seq.config import Seq2SeqConfig
+    from tscratch.seq2seq.model import TransformerSeq2Seq
+
+    config = Seq2SeqConfig(vocab_size=V, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                           max_len=16, word_chars=2)  # fmt: skip
+    with pytest.raises(UserError, match=r"^word_chars \(2\): the decoder reads and writes each "):
+        TransformerSeq2Seq(config)

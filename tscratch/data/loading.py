@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -164,8 +165,9 @@ def _innermost(err: BaseException) -> BaseException:
 
 
 def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
-    """Whether the Hugging Face hub's host takes a connection within ``timeout`` seconds (its
-    name resolved included). Behind a proxy (``HTTPS_PROXY``, ``ALL_PROXY``) the host is not
+    """Whether the Hugging Face hub's host takes a connection within ``timeout`` seconds, its
+    name's lookup and every address tried included (the probe runs in a thread that is left
+    behind at the deadline). Behind a proxy (``HTTPS_PROXY``, ``ALL_PROXY``) the host is not
     dialled directly, so the hub is taken as reachable and ``datasets`` finds out."""
     from huggingface_hub import constants
 
@@ -175,40 +177,64 @@ def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
         return True
     endpoint = urlparse(constants.ENDPOINT)
     port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        socket.create_connection((endpoint.hostname, port), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
+    answered = threading.Event()
+
+    def dial() -> None:
+        try:
+            socket.create_connection((endpoint.hostname, port), timeout=timeout).close()
+        except OSError:
+            return
+        answered.set()
+
+    threading.Thread(target=dial, daemon=True).start()
+    return answered.wait(timeout)
+
+
+_OFFLINE_LOCK = threading.Lock()
 
 
 @contextmanager
 def _offline() -> Iterator[None]:
     """``datasets`` and ``huggingface_hub`` in offline mode, as ``HF_HUB_OFFLINE=1`` would set
     them at start-up: a copy cached by an earlier download loads, anything else fails at once
-    instead of after the hub client's retries."""
+    instead of after the hub client's retries. The flags are process-wide: one load at a time
+    changes them."""
     from huggingface_hub import constants
 
-    saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
-    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
+    with _OFFLINE_LOCK:
+        saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+        datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
 
 
 def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetDict:
+    from huggingface_hub import constants
+
+    told = constants.HF_HUB_OFFLINE  # the user's HF_HUB_OFFLINE=1
     online = hub_reachable()
     try:
-        with nullcontext() if online else _offline():
+        with nullcontext() if online or told else _offline():
             loaded = datasets.load_dataset(dataset, name, cache_dir=cache_dir)
     except Exception as err:  # offline, unknown id, gated repo...: all mean "use something else"
-        why = type(err).__name__ if online else "the hub is not reachable from here, nor cached"
+        why = type(err).__name__
+        if told:
+            why += ": HF_HUB_OFFLINE is set and no copy of it is cached"
+        elif not online:
+            why += ": the hub is not reachable from here and no copy of it is cached"
         raise UserError(
             f"could not load dataset {dataset!r} from the Hugging Face hub "
             f"({why}; no local file or folder of that name either); pass a local "
             f".csv/.json/.parquet path or dataset='bbc_news'"
         ) from err
+    if not online and not told:
+        logger.warning(
+            "the Hugging Face hub is not reachable from here: dataset %r was read from the copy "
+            "an earlier download cached",
+            dataset,
+        )
     if not isinstance(loaded, DatasetDict):
         raise UserError(f"dataset {dataset!r} did not load as a dict of splits; pass a split dict")
     return loaded

@@ -45,8 +45,8 @@ def recurring_words(texts: Sequence[str], least: int = MIN_WORD_COUNT) -> int:
 
 
 def distinct_ideographs(texts: Sequence[str]) -> int:
-    """Distinct CJK ideographs ``texts`` hold: a words tokenizer keeps an entry for each, in
-    both its forms (``c`` and ``##c``, `tscratch.data.tokenizer`), before any word."""
+    """Distinct CJK ideographs ``texts`` hold: a words tokenizer holds each in both its forms
+    (``c`` and ``##c``, `tscratch.data.tokenizer`), most of them within its trained size."""
     return len({c for text in texts for c in _IDEOGRAPH.findall(text)})
 
 
@@ -89,7 +89,7 @@ class DataProfile:
     `MIN_WORD_COUNT` times (`recurring_words`; what a table of words is capped at)."""
     ideographs: int | None = None
     """For texts read as jieba's words: distinct ideographs (`distinct_ideographs`), whose two
-    forms the table holds before its words."""
+    forms take most of a small table's entries."""
 
     @classmethod
     def of(cls, texts: Sequence[str], classes: int, words_cut: bool = False) -> DataProfile:

@@ -24,8 +24,9 @@ with its reason, and the run's `config.yaml` records the values, not `auto`:
   times learns an embedding that only memorises, where its pieces would generalise. A table of
   jieba's words is sized by the text's ideographs, `WORD_TOKENS_PER_ENTRY` an entry, and holds
   no more entries than the words the text repeats (`recipe.profile.MIN_WORD_COUNT` times). The
-  size counts every entry: WordPiece keeps each ideograph in both forms (`c`, `##c`) before it
-  learns a word, so the words are what the characters leave (the plan says how many they take).
+  size counts every entry: WordPiece keeps the ideographs it sees, in the forms it sees them
+  (`c`, `##c`), before it learns a word, so the words are what the characters leave (the plan
+  says how many the characters may take; forms it did not keep are added on top).
 - `trainer.max_epochs` (when neither it nor `max_steps` is given): a fixed budget of
   `TARGET_TOKENS` training tokens (what 8 epochs of BBC News's articles cost), at least 2 and at
   most 40 passes: short or small data get more passes, each one cheap, large data fewer.
@@ -152,9 +153,11 @@ def vocab_size(profile: DataProfile) -> Choice:
         seen = f"{recurring:,} words seen {MIN_WORD_COUNT}+ times"
         least = recurring < VOCAB_SIZES[0]
         reason += f", the least table: only {seen}" if least else f", capped at the {seen}"
-    if profile.ideographs:  # WordPiece keeps every character before it learns a word
+    if profile.ideographs:  # WordPiece keeps the characters it sees before it learns a word
         forms = 2 * profile.ideographs
-        reason += f"; the {profile.ideographs:,} ideographs' two forms (c, ##c) take {forms:,}"
+        reason += (
+            f"; the {profile.ideographs:,} ideographs' two forms (c, ##c) take up to {forms:,}"
+        )
         reason += ", so few entries are words" if forms >= value else ", words the rest"
     return Choice("data.vocab_size", value, reason)
 

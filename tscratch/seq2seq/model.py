@@ -171,6 +171,11 @@ class TransformerSeq2Seq(nn.Module):
                 f"embed_dim ({config.embed_dim}): the decoder reads and writes the token "
                 f"embeddings at d_model's width; use embed_dim 0"
             )
+        if config.word_chars:
+            raise UserError(
+                f"word_chars ({config.word_chars}): the decoder reads and writes each token's own "
+                f"row, not one mixed with its characters'; use word_chars 0"
+            )
         self.config = config
         self.encoder = TransformerEncoder(config)
         self.decoder = TransformerDecoder(config)

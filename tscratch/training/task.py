@@ -21,7 +21,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 from lightning.pytorch.utilities import GradClipAlgorithmType
 
 from tscratch.config import EncoderConfig
-from tscratch.errors import NonFiniteLoss
+from tscratch.errors import NonFiniteLoss, UserError
 from tscratch.pretrained import Pretrained
 from tscratch.training.checkpointing import CheckpointError
 from tscratch.training.hparams import architecture_keys
@@ -112,6 +112,12 @@ class EncoderTask(L.LightningModule):
             )
             return
         config = encoders[0].config
+        if tokenizer.get_vocab_size() != config.vocab_size:
+            raise UserError(
+                f"--model.word_chars: the tokenizer has {tokenizer.get_vocab_size():,} entries but "
+                f"the model's vocab_size is {config.vocab_size:,}; build the model from the "
+                "tokenizer's size (the CLI does this for you)"
+            )
         table = word_char_table(tokenizer, config.word_chars, config.pad_id)
         for encoder in encoders:
             encoder.word_char_ids.copy_(table)
