@@ -25,7 +25,7 @@ from tscratch.configs import CONFIGS
 from tscratch.data.encoding import pad_width
 from tscratch.errors import UserError
 from tscratch.nn.positions import POSITIONS, position_is_learned, position_scheme
-from tscratch.recipe import commands
+from tscratch.recipe import commands, estimate
 from tscratch.recipe.estimate import AdamUpdate, clock, step_seconds
 from tscratch.recipe.plan import Plan, Stage
 from tscratch.recipe.planner import check_recipe_options
@@ -430,3 +430,27 @@ def test_the_plan_refuses_pooled_batches_sized_by_tokens_before_any_stage():
         check_recipe_options(config)
     config.data.max_tokens = None
     assert check_recipe_options(config) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("load", "cores", "note"),
+    [
+        (1.2, 2, ""),  # the plan's own thread and a little more: a quiet machine
+        (1.9, 2, ""),
+        (2.6, 2, "; timed while other work shared the cores (load 2.6 on 2), so likely high"),
+        (4.0, 8, ""),  # three other processes on eight cores
+        (6.5, 8, "; timed while other work shared the cores (load 6.5 on 8), so likely high"),
+    ],
+)
+def test_the_plan_says_when_its_steps_were_timed_on_a_busy_machine(monkeypatch, load, cores, note):
+    monkeypatch.setattr(estimate.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(estimate.os, "cpu_count", lambda: cores)
+    assert estimate.busy_note() == note
+
+
+def test_no_load_average_means_no_note(monkeypatch):
+    def missing():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(estimate.os, "getloadavg", missing)
+    assert estimate.busy_note() == ""

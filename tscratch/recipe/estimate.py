@@ -12,6 +12,7 @@ that does not.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from contextlib import nullcontext
@@ -141,6 +142,25 @@ def _step(
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+
+BUSY_SHARE = 0.5
+"""Other work on this share of the cores or more (`busy_note`) makes the measured steps slow."""
+
+
+def busy_note() -> str:
+    """A note for the plan's timing when other work shared the cores while it measured: the
+    1-minute load average less this process (the plan's own thread) at or above `BUSY_SHARE`
+    of the cores. Steps timed then are slower than the run will be if that work ends first.
+    Empty where the system keeps no load average."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows
+        return ""
+    cores = os.cpu_count() or 1
+    if load - 1 < BUSY_SHARE * cores:
+        return ""
+    return f"; timed while other work shared the cores (load {load:.1f} on {cores}), so likely high"
 
 
 def clock(seconds: float) -> str:

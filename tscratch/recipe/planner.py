@@ -31,6 +31,7 @@ from tscratch.pretrained.m3e import LICENCE as M3E_LICENCE
 from tscratch.pretrained.m3e import M3E
 from tscratch.recipe import commands, settings
 from tscratch.recipe.distil import distil_settings
+from tscratch.recipe.estimate import busy_note
 from tscratch.recipe.plan import Plan, write_settings
 from tscratch.recipe.profile import (
     DataProfile,
@@ -111,7 +112,7 @@ def make_plan(config: Namespace, given: Collection[str] = (), metric: str = "val
     if M3E in starts or (decision.recipe == "distil" and teacher_init == M3E):  # opt-in only
         notes.append(f"{M3E}: {M3E_LICENCE}")
     threads = torch.get_num_threads()
-    machine = f"{precision}, {threads} thread{'s' * (threads != 1)}"
+    machine = f"{precision}, {threads} thread{'s' * (threads != 1)}{busy_note()}"
     if torch.cuda.is_available() and trainer.get("accelerator") != "cpu":
         machine += "; steps measured on the CPU, the run trains on the GPU"
     return Plan(
