@@ -444,7 +444,7 @@ def test_the_plan_refuses_pooled_batches_sized_by_tokens_before_any_stage():
 )
 def test_the_plan_says_when_its_steps_were_timed_on_a_busy_machine(monkeypatch, load, cores, note):
     monkeypatch.setattr(estimate.os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(estimate.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(estimate.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert estimate.busy_note() == note
 
 
@@ -453,4 +453,6 @@ def test_no_load_average_means_no_note(monkeypatch):
         raise OSError("no load average")
 
     monkeypatch.setattr(estimate.os, "getloadavg", missing)
+    assert estimate.busy_note() == ""
+    monkeypatch.delattr(estimate.os, "getloadavg")  # Windows has none
     assert estimate.busy_note() == ""

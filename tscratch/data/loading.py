@@ -166,9 +166,11 @@ def _innermost(err: BaseException) -> BaseException:
 
 def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
     """Whether the Hugging Face hub's host takes a connection within ``timeout`` seconds, its
-    name's lookup and every address tried included (the probe runs in a thread that is left
-    behind at the deadline). Behind a proxy (``HTTPS_PROXY``, ``ALL_PROXY``) the host is not
-    dialled directly, so the hub is taken as reachable and ``datasets`` finds out."""
+    name's lookup and every address tried included: the probe dials in a daemon thread, and a
+    refusal or a failed lookup answers at once. At the deadline the thread is left behind (a
+    name lookup cannot be interrupted); it ends with its lookup or connection attempt. Behind a
+    proxy (``HTTPS_PROXY``, ``ALL_PROXY``) the host is not dialled directly, so the hub is taken
+    as reachable and ``datasets`` finds out."""
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
@@ -177,20 +179,24 @@ def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
         return True
     endpoint = urlparse(constants.ENDPOINT)
     port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    answered = threading.Event()
+    done, connected = threading.Event(), []
 
     def dial() -> None:
         try:
             socket.create_connection((endpoint.hostname, port), timeout=timeout).close()
+            connected.append(True)
         except OSError:
-            return
-        answered.set()
+            pass
+        finally:
+            done.set()
 
     threading.Thread(target=dial, daemon=True).start()
-    return answered.wait(timeout)
+    return done.wait(timeout) and bool(connected)
 
 
-_OFFLINE_LOCK = threading.Lock()
+_OFFLINE_LOCK = threading.RLock()
+"""Orders the loads that set the offline flags (each restores what it found); a load running
+online in another thread meanwhile would see them set too."""
 
 
 @contextmanager
@@ -221,9 +227,9 @@ def _load_hub(dataset: str, name: str | None, cache_dir: str | None) -> DatasetD
     except Exception as err:  # offline, unknown id, gated repo...: all mean "use something else"
         why = type(err).__name__
         if told:
-            why += ": HF_HUB_OFFLINE is set and no copy of it is cached"
+            why += ": HF_HUB_OFFLINE is set and it could not be read from the cache"
         elif not online:
-            why += ": the hub is not reachable from here and no copy of it is cached"
+            why += ": the hub is not reachable from here and it could not be read from the cache"
         raise UserError(
             f"could not load dataset {dataset!r} from the Hugging Face hub "
             f"({why}; no local file or folder of that name either); pass a local "

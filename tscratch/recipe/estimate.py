@@ -150,14 +150,19 @@ BUSY_SHARE = 0.5
 
 def busy_note() -> str:
     """A note for the plan's timing when other work shared the cores while it measured: the
-    1-minute load average less this process (the plan's own thread) at or above `BUSY_SHARE`
-    of the cores. Steps timed then are slower than the run will be if that work ends first.
-    Empty where the system keeps no load average."""
+    1-minute load average less this process (the plan reads and profiles the data on one
+    thread for most of that minute) at or above `BUSY_SHARE` of the cores this process may run
+    on. Steps timed then are slower than the run will be if that work ends first. A heuristic:
+    in a container the load average is the host's, and it lags by about a minute. Empty where
+    the system keeps no load average."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # Windows
         return ""
-    cores = os.cpu_count() or 1
+    try:
+        cores = len(os.sched_getaffinity(0))  # what taskset or a cpuset leaves this process
+    except AttributeError:  # macOS
+        cores = os.cpu_count() or 1
     if load - 1 < BUSY_SHARE * cores:
         return ""
     return f"; timed while other work shared the cores (load {load:.1f} on {cores}), so likely high"
