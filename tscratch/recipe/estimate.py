@@ -12,7 +12,6 @@ that does not.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from contextlib import nullcontext
@@ -78,13 +77,16 @@ def step_seconds(
         optimizer = AdamUpdate(params, average) if train else None
         model.train(train)
         times: list[float] = []
+        cpu = 0.0
         for step in range(STEPS + 1):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             _step(model, optimizer, ids, mask, masked if masked_lm else None, labels, precision)
             if step:  # the first step builds kernels and caches: not timed
                 times.append(time.perf_counter() - start)
+                cpu += time.thread_time() - start_cpu
                 if sum(times) >= SECONDS:
                     break
+    SHARES.append(cpu / sum(times))
     return statistics.median(times)
 
 
@@ -144,28 +146,29 @@ def _step(
     optimizer.zero_grad(set_to_none=True)
 
 
-BUSY_SHARE = 0.5
-"""Other work on this share of the cores or more (`busy_note`) makes the measured steps slow."""
+SHARES: list[float] = []
+"""For each `step_seconds` measurement, the share of its wall time the timing thread spent on a
+core: about 1 on a machine to itself (the thread computes or runs Python throughout a step),
+about 0.5 when as many other busy threads share the cores. `busy_note` reads them."""
+BUSY_SHARE = 0.8
+"""Below this share of a core (`SHARES`' median) the measured steps count as slowed by other
+work."""
 
 
 def busy_note() -> str:
-    """A note for the plan's timing when other work shared the cores while it measured: the
-    1-minute load average less this process (the plan reads and profiles the data on one
-    thread for most of that minute) at or above `BUSY_SHARE` of the cores this process may run
-    on. Steps timed then are slower than the run will be if that work ends first. A heuristic:
-    in a container the load average is the host's, and it lags by about a minute. Empty where
-    the system keeps no load average."""
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # Windows
+    """A note for the plan's timing when other work shared the cores while it measured (the
+    median of `SHARES` below `BUSY_SHARE`; the shares are then cleared): steps timed so are
+    slower than the run will be if that work ends first. Empty when nothing was measured."""
+    if not SHARES:
         return ""
-    try:
-        cores = len(os.sched_getaffinity(0))  # what taskset or a cpuset leaves this process
-    except AttributeError:  # macOS
-        cores = os.cpu_count() or 1
-    if load - 1 < BUSY_SHARE * cores:
+    share = statistics.median(SHARES)
+    SHARES.clear()
+    if share >= BUSY_SHARE:
         return ""
-    return f"; timed while other work shared the cores (load {load:.1f} on {cores}), so likely high"
+    return (
+        f"; timed while other work shared the cores (its timing thread had a core {share:.0%} of "
+        f"the time), so likely high"
+    )
 
 
 def clock(seconds: float) -> str:
