@@ -164,7 +164,8 @@ FIT_ERRORS: dict[str, tuple[Callable[[Path], list[object]], str]] = {
     "hub_dataset_unreachable_offline": (
         lambda d: ["--data.dataset", "some_user/nonexistent_ds"],
         r"error: could not load dataset 'some_user/nonexistent_ds' from the Hugging Face hub "
-        r"\(\w+(: [^;]+)?; no local file or folder of that name either\); pass a local "
+        r"\(\w+: HF_HUB_OFFLINE is set and it could not be read from the cache; no local file "
+        r"or folder of that name either\); pass a local "
         r"\.csv/\.json/\.parquet path or dataset='bbc_news'",
     ),
     "text_column_missing": (
