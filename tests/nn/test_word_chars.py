@@ -1,5 +1,5 @@
 """A word's vector mixed with its characters' (`tscratch.nn.word_chars`, `EncoderConfig.word_chars`,
-`tscratch.data.word_chars`): the table read from a words tokenizer, the mix written out by hand,
+`tscratch.training.word_chars`): the table read from a words tokenizer, the mix written out by hand,
 that an unfilled table changes nothing, that a word's gradient reaches its characters' rows, and
 that the table travels in the state dict."""
 
@@ -12,11 +12,11 @@ import torch
 
 from tests.nn.encoder_properties import PAD, TOL, V, config, random_ids
 from tscratch.data.tokenizer import train_tokenizer
-from tscratch.data.word_chars import word_char_table
 from tscratch.data.words import jieba_installed
 from tscratch.errors import UserError
 from tscratch.model import TransformerEncoder
 from tscratch.nn.word_chars import identity_table, mix_characters
+from tscratch.training.word_chars import word_char_table
 
 pytestmark = pytest.mark.usefixtures("seed", "single_thread")
 

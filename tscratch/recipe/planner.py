@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 
 import torch
 from jsonargparse import Namespace
@@ -33,12 +32,7 @@ from tscratch.recipe import commands, settings
 from tscratch.recipe.distil import distil_settings
 from tscratch.recipe.estimate import busy_note
 from tscratch.recipe.plan import Plan, write_settings
-from tscratch.recipe.profile import (
-    DataProfile,
-    distinct_ideographs,
-    estimate_counts,
-    recurring_words,
-)
+from tscratch.recipe.profile import DataProfile, estimate_counts
 from tscratch.recipe.rule import Decision, choose
 from tscratch.recipe.settings import AUTO, Choice, wanted_options
 from tscratch.recipe.sizing import TEACHERS, Sizing
@@ -293,10 +287,4 @@ def training_profile(
         return profile
     pairs_read = zip(texts, second, strict=True)
     read = sum(estimate_counts(a)[0] + estimate_counts(b)[0] + 1 for a, b in pairs_read)
-    both = texts + second
-    return replace(
-        profile,
-        character_reading=read,
-        recurring_words=recurring_words(both),
-        ideographs=distinct_ideographs(both),
-    )
+    return profile.read_as_words(texts + second, read)

@@ -97,9 +97,14 @@ class DataProfile:
         profile = cls.from_counts([estimate_counts(t, words_cut) for t in texts], classes)
         if not words_cut:
             return profile
-        characters = sum(estimate_counts(t)[0] for t in texts)
+        return profile.read_as_words(texts, sum(estimate_counts(t)[0] for t in texts))
+
+    def read_as_words(self, texts: Sequence[str], characters: int) -> DataProfile:
+        """This profile of ``texts`` cut into jieba's words, with what the rules for a table of
+        words read: ``characters``, the tokens the texts take read one ideograph a token, and
+        the texts' recurring words and distinct ideographs."""
         return replace(
-            profile,
+            self,
             character_reading=characters,
             recurring_words=recurring_words(texts),
             ideographs=distinct_ideographs(texts),

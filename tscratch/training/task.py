@@ -97,9 +97,9 @@ class EncoderTask(L.LightningModule):
 
     def fill_word_chars(self) -> None:
         """Give every encoder with ``word_chars`` its vocabulary entries' characters, from the
-        data module's tokenizer (`tscratch.data.word_chars`). Call it from `setup` when a fit
+        data module's tokenizer (`tscratch.training.word_chars`). Call it from `setup` when a fit
         starts: a resumed or loaded model has the table in its state dict."""
-        from tscratch.data.word_chars import word_char_table
+        from tscratch.training.word_chars import word_char_table
 
         encoders = [m for m in self.model.modules() if hasattr(m, "word_char_ids")]
         if not encoders:

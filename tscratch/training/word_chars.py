@@ -12,6 +12,8 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from tscratch.nn.word_chars import identity_table
+
 
 def word_char_table(tokenizer: Tokenizer, width: int, pad_id: int) -> Tensor:
     """(V, width) long: row i holds the ids of entry i's first `width` characters, each as the
@@ -19,8 +21,7 @@ def word_char_table(tokenizer: Tokenizer, width: int, pad_id: int) -> Tensor:
     character, a special token, or one with a character the vocabulary lacks keeps the
     identity row (itself, then `pad_id`): its vector stays its own."""
     vocab = tokenizer.get_vocab()
-    table = torch.full((tokenizer.get_vocab_size(), width), pad_id, dtype=torch.long)
-    table[:, 0] = torch.arange(len(table))  # `tscratch.nn.word_chars.identity_table`
+    table = identity_table(tokenizer.get_vocab_size(), width, pad_id)
     specials = set(tokenizer.get_added_tokens_decoder())
     for token, index in vocab.items():
         text = token.removeprefix("##")
